@@ -1,0 +1,3 @@
+"""gate: a benchmark engine for pretrained encoders."""
+
+__version__ = "0.1.0"
