@@ -1,0 +1,1 @@
+"""Trainer assembly, loggers, checkpoint ensembling and the fine-tuning runner."""

@@ -1,0 +1,82 @@
+"""Hydra instantiation at the edge: config sections in, engine objects out.
+
+Config sections carry a few metadata keys (``name``, ``family``, ...) next to ``_target_``; they describe
+the component for records and docs and are not constructor arguments, so they are dropped here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from .adapters.base import Adapter
+from .data.datamodule import GATEDataModule
+from .data.spec import DatasetSpec
+from .data.splits import make_splits
+from .encoders.base import GATEEncoder
+
+META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
+
+
+def to_plain(cfg: Any) -> Any:
+    """A DictConfig/ListConfig as resolved plain containers; anything else unchanged."""
+    if isinstance(cfg, (DictConfig,)) or OmegaConf.is_config(cfg):
+        return OmegaConf.to_container(cfg, resolve=True)
+    return cfg
+
+
+def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:
+    """``hydra.utils.instantiate`` of a config section minus its metadata keys."""
+    plain = {k: v for k, v in to_plain(section).items() if k not in META_KEYS}
+    if "_target_" not in plain:
+        raise ValueError(f"config section {section.get('name', '?')!r} has no _target_ to instantiate")
+    return hydra.utils.instantiate(plain, **extra, _convert_="all")
+
+
+def build_encoder(encoder_cfg: Mapping[str, Any]) -> GATEEncoder:
+    encoder = instantiate_component(encoder_cfg)
+    if not isinstance(encoder, GATEEncoder):
+        raise TypeError(f"encoder {encoder_cfg.get('name', '?')!r} built a {type(encoder).__name__}, "
+                        f"which is not a gate.encoders.GATEEncoder")
+    return encoder
+
+
+def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
+    cfg = to_plain(dataset_cfg)
+    return DatasetSpec(name=cfg["name"], modality=cfg["modality"], task=cfg["task"],
+                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
+                       tier_metric=cfg.get("tier_metric", "acc@1"), family=cfg.get("family", ""),
+                       input_column=cfg.get("input_column", ""))
+
+
+def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None):
+    cfg = to_plain(dataset_cfg)
+    raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
+    split_cfg = cfg.get("splits", {}) or {}
+    return make_splits(raw, seed=seed, val_fraction=split_cfg.get("val_fraction", 0.1),
+                       test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}))
+
+
+def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder) -> GATEDataModule:
+    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` (checks the encoder takes its modality)."""
+    spec = build_spec(cfg["dataset"])
+    encoder.check_modality(spec.modality, spec.name)
+    data = to_plain(cfg.get("data", {})) or {}
+    caps = {"train": data.get("max_train_samples"), "val": data.get("max_val_samples"),
+            "test": data.get("max_test_samples")}
+    splits = build_splits(cfg["dataset"], seed=int(cfg.get("seed", 0)), max_samples=caps)
+    return GATEDataModule(spec, splits, encoder.transform, batch_size=int(data.get("batch_size", 64)),
+                          eval_batch_size=data.get("eval_batch_size"), num_workers=int(data.get("num_workers", 0)),
+                          seed=int(cfg.get("seed", 0)))
+
+
+def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: DatasetSpec) -> Adapter:
+    adapter = instantiate_component(adapter_cfg, feature_dim=encoder.feature_dim)
+    if not isinstance(adapter, Adapter):
+        raise TypeError(f"adapter {adapter_cfg.get('name', '?')!r} built a {type(adapter).__name__}, "
+                        f"which is not a gate.adapters.Adapter")
+    adapter.check_compatible(spec.task, spec.name, encoder)
+    return adapter

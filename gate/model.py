@@ -1,0 +1,76 @@
+"""GATEModel: the LightningModule joining an encoder, a task adapter and a training recipe."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+
+from .adapters.base import Adapter
+from .encoders.base import GATEEncoder
+
+
+class GATEModel(L.LightningModule):
+    """Fine-tunes ``encoder`` end to end through ``adapter``.
+
+    optimizer: a partial taking the parameters (e.g. ``torch.optim.AdamW`` with lr and weight decay).
+    scheduler: a partial taking the optimizer, or None; stepped every ``scheduler_interval`` on
+        ``scheduler_monitor`` (the GATE recipes use ReduceLROnPlateau on the training loss, per step).
+    Logged metrics: ``train/loss``, ``val/loss``, ``val/<metric>``, ``test/loss``, ``test/<metric>``.
+    """
+
+    def __init__(self, encoder: GATEEncoder, adapter: Adapter, optimizer: Callable, scheduler: Callable | None = None,
+                 scheduler_interval: str = "step", scheduler_monitor: str = "train/loss",
+                 freeze_encoder: bool = False) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.adapter = adapter
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.scheduler_interval = scheduler_interval
+        self.scheduler_monitor = scheduler_monitor
+        self.freeze_encoder = freeze_encoder
+        if freeze_encoder:
+            self.encoder.requires_grad_(False)
+        self.val_metrics = adapter.make_metrics().clone(prefix="val/")
+        self.test_metrics = adapter.make_metrics().clone(prefix="test/")
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.adapter(self.encoder(batch), batch)
+
+    def training_step(self, batch, batch_idx):
+        if self.freeze_encoder:
+            self.encoder.eval()
+        predictions = self(batch)
+        loss = self.adapter.loss(predictions, batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(batch["label"]))
+        return loss
+
+    def _evaluate(self, batch, metrics, stage: str):
+        predictions = self(batch)
+        loss = self.adapter.loss(predictions, batch)
+        metrics.update(predictions.float(), self.adapter.target(batch))
+        size = len(batch["label"])
+        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
+        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
+
+    def validation_step(self, batch, batch_idx):
+        self._evaluate(batch, self.val_metrics, "val")
+
+    def test_step(self, batch, batch_idx):
+        self._evaluate(batch, self.test_metrics, "test")
+
+    def predict_step(self, batch, batch_idx) -> dict[str, torch.Tensor]:
+        return {"predictions": self(batch).float().cpu(), "target": self.adapter.target(batch).cpu()}
+
+    def configure_optimizers(self) -> Any:
+        params = [p for p in self.parameters() if p.requires_grad]
+        optimizer = self.optimizer_factory(params)
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer)
+        return {"optimizer": optimizer, "lr_scheduler": {
+            "scheduler": scheduler, "interval": self.scheduler_interval, "frequency": 1,
+            "monitor": self.scheduler_monitor}}

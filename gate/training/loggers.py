@@ -1,0 +1,41 @@
+"""Experiment loggers. W&B runs offline by default: no login, no network, a local run directory."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def wandb_logger(save_dir: str, project: str = "gate", mode: str = "offline", name: str | None = None,
+                 entity: str | None = None, tags: list[str] | None = None, group: str | None = None):
+    """Lightning's WandbLogger. ``mode``: offline (default; sync later with ``wandb sync``), online, disabled."""
+    from lightning.pytorch.loggers import WandbLogger
+
+    if mode not in ("offline", "online", "disabled"):
+        raise ValueError(f"logger.mode must be offline, online or disabled, got {mode!r}")
+    Path(save_dir).mkdir(parents=True, exist_ok=True)
+    return WandbLogger(save_dir=save_dir, project=project, name=name, entity=entity, tags=tags, group=group,
+                       offline=mode == "offline", mode=mode, settings=_quiet_settings())
+
+
+def _quiet_settings():
+    import wandb
+
+    return wandb.Settings(silent=True, console="off", x_disable_stats=True, x_disable_meta=True)
+
+
+def csv_logger(save_dir: str, name: str | None = None):
+    from lightning.pytorch.loggers import CSVLogger
+
+    return CSVLogger(save_dir=save_dir, name=name or "gate")
+
+
+def logger_run_dir(logger) -> str | None:
+    """Where a logger put this run's files."""
+    if logger is None:
+        return None
+    experiment = getattr(logger, "experiment", None)
+    run_dir = getattr(experiment, "dir", None)  # W&B: .../wandb/offline-run-.../files
+    if isinstance(run_dir, str):
+        return os.path.dirname(run_dir)
+    return getattr(logger, "log_dir", None)

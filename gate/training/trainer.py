@@ -1,0 +1,47 @@
+"""Assemble the Lightning Trainer: precision by hardware, checkpointing by the adapter's monitor."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import LearningRateMonitor, ModelCheckpoint
+
+
+def auto_precision(requested: str | None) -> str:
+    """bf16 mixed precision on a GPU that supports it, fp32 on the CPU; an explicit choice wins."""
+    if requested:
+        return requested
+    if torch.cuda.is_available() and torch.cuda.is_bf16_supported():
+        return "bf16-mixed"
+    return "32-true"
+
+
+def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top_k: int) -> ModelCheckpoint:
+    """Keep the top-k checkpoints by the validation monitor (for best-model and ensemble testing) and the last
+    one (to resume an interrupted run)."""
+    return ModelCheckpoint(dirpath=str(dirpath), monitor=f"val/{monitor}", mode=mode, save_top_k=top_k,
+                           save_last=True, filename="step={step}", auto_insert_metric_name=False)
+
+
+def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger, default_root_dir: str | os.PathLike) -> L.Trainer:
+    """A Trainer from the ``trainer`` config group (plain dict of Trainer arguments)."""
+    kwargs = dict(trainer_cfg)
+    kwargs.pop("_target_", None)
+    kwargs["precision"] = auto_precision(kwargs.get("precision"))
+    max_steps, every = kwargs.get("max_steps", -1), kwargs.get("val_check_interval")
+    if isinstance(every, int) and max_steps and max_steps > 0:
+        if every > max_steps:
+            warnings.warn(f"trainer.val_check_interval={every} > max_steps={max_steps}: validating every "
+                          f"{max_steps} steps instead", stacklevel=2)
+            kwargs["val_check_interval"] = max_steps
+        elif max_steps % every:
+            warnings.warn(f"trainer.max_steps={max_steps} is not a multiple of val_check_interval={every}: the last "
+                          f"{max_steps % every} steps are never validated", stacklevel=2)
+    callbacks = list(callbacks)
+    if logger:
+        callbacks.append(LearningRateMonitor(logging_interval="step"))
+    return L.Trainer(callbacks=callbacks, logger=logger or False, default_root_dir=str(default_root_dir), **kwargs)
