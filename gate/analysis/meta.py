@@ -1,0 +1,192 @@
+"""Benchmark metadata: which metric represents a benchmark in tier/family means, its task family, and
+how a lower-is-better metric is turned so that higher is better.
+
+Where the metadata comes from, first source first (a later source only fills what an earlier one
+left out, and every candidate metric is tried in this order until one exists in the data):
+
+1. ``tier_metrics`` overrides given to ``gate-analysis`` (``tier_metrics.<dataset>=<metric>``);
+2. the engine's dataset configs, ``conf/dataset/<name>.yaml`` (keys ``tier_metric``, ``family`` and
+   optionally ``tier_turn``, ``tier_bound``, ``tier_scale``), plus any extra config directories;
+3. the benchmarks file, by default ``experiments/gate_paper/benchmarks.yaml``: the GATE paper's 31
+   benchmarks, most of which have no loader in this engine yet, with the row of the paper's Table 3
+   that represents each (acc@1 for classification, mIoU for segmentation, the Dice score for ACDC,
+   macro AUC for medical classification, the MAE score for iWildCam);
+4. a metric named ``acc@1`` (any case), else the benchmark's only metric.
+
+Turning rules (applied to the representative value after ``scale``; recorded in ``tiers_benchmarks.csv``):
+
+* higher-is-better metrics are used as they are;
+* ``negate`` (the default for lower-is-better): ``-x`` — losses, MAE/MSE, ranks, discrepancies;
+* ``complement``: ``bound - x`` — Brier scores: ``100 - x`` for percentages, ``1 - x`` on a 0–1 scale
+  (the default for metrics named Brier/BS; the bound is inferred from the values when not given).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import yaml
+
+_BRIER = re.compile(r"(brier|(^|[\s_/])bs($|[\s_/]))", re.IGNORECASE)
+TURNS = ("negate", "complement")
+
+
+def default_benchmarks_file() -> Path:
+    """``experiments/gate_paper/benchmarks.yaml`` of the repository this package lives in."""
+    return Path(__file__).resolve().parents[2] / "experiments" / "gate_paper" / "benchmarks.yaml"
+
+
+def default_paper_table() -> Path:
+    return Path(__file__).resolve().parents[2] / "experiments" / "gate_paper" / "gate_paper_table3.csv"
+
+
+def packaged_dataset_dir() -> Path | None:
+    try:
+        import gate.conf
+
+        return Path(gate.conf.__file__).resolve().parent / "dataset"
+    except Exception:  # pragma: no cover - the package always ships gate.conf
+        return None
+
+
+@dataclasses.dataclass
+class BenchmarkMeta:
+    key: str
+    family: str = ""
+    tier_metrics: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (metric, source), first first
+    turn: str | None = None
+    bound: float | None = None
+    scale: float | None = None
+    sources: list[str] = dataclasses.field(default_factory=list)
+
+    def merge(self, family: str | None, metric: str | None, turn: str | None, bound: Any, scale: Any,
+              source: str) -> None:
+        if family and not self.family:
+            self.family = str(family)
+        if metric and str(metric) not in [m for m, _ in self.tier_metrics]:
+            self.tier_metrics.append((str(metric), source))
+        if turn is not None and self.turn is None:
+            if turn not in TURNS:
+                raise ValueError(f"{source}: tier turn rule for {self.key!r} must be one of {TURNS}, got {turn!r}")
+            self.turn = turn
+        if bound is not None and self.bound is None:
+            self.bound = float(bound)
+        if scale is not None and self.scale is None:
+            self.scale = float(scale)
+        self.sources.append(source)
+
+
+def load_benchmark_meta(benchmarks_file: str | Path | None = None,
+                        dataset_dirs: Iterable[str | Path] | None = None,
+                        overrides: Mapping[str, str] | None = None) -> dict[str, BenchmarkMeta]:
+    """Benchmark key → metadata, merged from overrides, dataset configs and the benchmarks file."""
+    meta: dict[str, BenchmarkMeta] = {}
+
+    def entry(key: str) -> BenchmarkMeta:
+        return meta.setdefault(key, BenchmarkMeta(key))
+
+    for key, metric in (overrides or {}).items():
+        entry(str(key)).merge(None, str(metric), None, None, None, "tier_metrics override")
+    dirs = [d for d in [packaged_dataset_dir(), *(dataset_dirs or [])] if d is not None]
+    for d in dirs:
+        d = Path(d)
+        if not d.is_dir():
+            continue
+        for f in sorted(d.glob("*.yaml")):
+            try:
+                cfg = yaml.safe_load(f.read_text()) or {}
+            except yaml.YAMLError as err:
+                warnings.warn(f"dataset config {f} is not valid YAML ({err}); ignoring it", stacklevel=2)
+                continue
+            if not isinstance(cfg, Mapping):
+                continue
+            key = str(cfg.get("name") or f.stem)
+            entry(key).merge(cfg.get("family"), cfg.get("tier_metric"), cfg.get("tier_turn"),
+                             cfg.get("tier_bound"), cfg.get("tier_scale"), f"dataset config {f.name}")
+    path = Path(benchmarks_file) if benchmarks_file else default_benchmarks_file()
+    if path.exists():
+        doc = yaml.safe_load(path.read_text()) or {}
+        items = doc.get("benchmarks", doc) if isinstance(doc, Mapping) else None
+        if not isinstance(items, Mapping):
+            raise ValueError(f"benchmarks file {path} must map benchmark keys to metadata "
+                             f"(a top-level 'benchmarks:' mapping)")
+        for key, m in items.items():
+            m = m or {}
+            if not isinstance(m, Mapping):
+                raise ValueError(f"benchmarks file {path}: entry {key!r} must be a mapping, got {m!r}")
+            entry(str(key)).merge(m.get("family"), m.get("tier_metric"), m.get("turn"), m.get("bound"),
+                                  m.get("scale"), f"benchmarks file {path.name}")
+    elif benchmarks_file:
+        raise FileNotFoundError(f"benchmarks file {str(path)!r} does not exist")
+    return meta
+
+
+def match_metric(available: Iterable[str], wanted: str) -> str | None:
+    """The metric of ``available`` named ``wanted`` (exactly, else ignoring case)."""
+    available = list(available)
+    if wanted in available:
+        return wanted
+    low = {a.lower(): a for a in available}
+    return low.get(wanted.lower())
+
+
+def choose_tier_metric(benchmark: str, dataset: str, available: Iterable[str],
+                       meta: Mapping[str, BenchmarkMeta]) -> tuple[str | None, str]:
+    """(metric, why) for one benchmark, or (None, why not)."""
+    available = list(available)
+    m = meta.get(benchmark) or meta.get(dataset)
+    tried = []
+    if m is not None:
+        for cand, source in m.tier_metrics:
+            hit = match_metric(available, cand)
+            if hit is not None:
+                return hit, f"tier_metric from {source}"
+            tried.append(cand)
+    hit = match_metric(available, "acc@1")
+    if hit is not None:
+        return hit, "default: acc@1"
+    if len(available) == 1:
+        return available[0], "default: the benchmark's only metric"
+    return None, (f"no tier metric for {benchmark!r}: tried {tried or 'none configured'} and acc@1 among "
+                  f"{available}; set tier_metric in conf/dataset/{dataset}.yaml or tier_metrics.{dataset}=<metric>")
+
+
+def turn_rule(metric: str, higher_is_better: bool, values: np.ndarray | pd.Series,
+              meta: BenchmarkMeta | None = None) -> tuple[str, float | None]:
+    """How to turn a metric so that higher is better: ("identity"|"negate"|"complement", bound)."""
+    if higher_is_better:
+        return "identity", None
+    turn = meta.turn if meta is not None and meta.turn else None
+    bound = meta.bound if meta is not None else None
+    if turn is None:
+        turn = "complement" if _BRIER.search(metric) else "negate"
+    if turn == "complement" and bound is None:
+        vals = np.asarray(values, dtype=float)
+        vals = vals[~np.isnan(vals)]
+        bound = 1.0 if vals.size and vals.max() <= 1.0 else 100.0
+    return turn, bound
+
+
+def apply_turn(values, rule: str, bound: float | None):
+    if rule == "identity":
+        return values
+    if rule == "negate":
+        return -values
+    if rule == "complement":
+        return bound - values
+    raise ValueError(f"unknown turn rule {rule!r}")
+
+
+def describe_turn(rule: str, bound: float | None) -> str:
+    if rule == "identity":
+        return "x"
+    if rule == "negate":
+        return "-x"
+    return f"{bound:g} - x"

@@ -1,0 +1,139 @@
+"""The fine-tuning results table: encoders × (dataset, metric), mean over seeds (± std).
+
+``table.csv`` uses the layout of the GATE paper's Table 3 so that a table written here can be read
+back by ``gate-analysis`` and ``gate-eevee`` exactly like the paper's: one row per (dataset, metric)
+with the columns ``family, dataset, metric, higher_is_better`` and then one column per encoder
+holding the mean over seeds (empty = no result). ``table_std.csv`` and ``table_n.csv`` hold the
+standard deviation over seeds and the number of seeds in the same layout. ``table.md`` and
+``table.tex`` render ``mean ± std`` (std shown when more than one seed), best encoder per row in bold.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+META = ["family", "dataset", "metric", "higher_is_better"]
+
+
+def wide_table(summary: pd.DataFrame, kind: str = "finetune", value: str = "mean") -> pd.DataFrame:
+    """One row per (benchmark, metric), one column per encoder (``value`` = mean | std | n)."""
+    sub = summary[summary["kind"] == kind]
+    if sub.empty:
+        return pd.DataFrame(columns=META)
+    encoders = list(dict.fromkeys(sub["encoder"]))
+    rows = sub.drop_duplicates(["benchmark", "metric"])[["family", "benchmark", "metric", "higher_is_better"]]
+    # Keep families together in order of first appearance, then benchmarks, then metrics.
+    fam_order = {f: i for i, f in enumerate(dict.fromkeys(rows["family"]))}
+    rows = rows.assign(_f=rows["family"].map(fam_order)).sort_values("_f", kind="stable").drop(columns="_f")
+    pivot = sub.set_index(["benchmark", "metric", "encoder"])[value].astype(float).unstack("encoder")
+    pivot = pivot.reindex(columns=encoders)
+    idx = pd.MultiIndex.from_frame(rows[["benchmark", "metric"]])
+    body = pivot.reindex(idx).reset_index(drop=True)
+    head = rows.rename(columns={"benchmark": "dataset"}).reset_index(drop=True)[META]
+    out = pd.concat([head, body], axis=1)
+    out.columns.name = None
+    return out
+
+
+def write_tables(summary: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
+    """Write table.csv, table_std.csv, table_n.csv, table.md and table.tex; returns their paths."""
+    out_dir = Path(out_dir)
+    mean = wide_table(summary, value="mean")
+    std = wide_table(summary, value="std")
+    n = wide_table(summary, value="n")
+    paths = {
+        "table.csv": out_dir / "table.csv",
+        "table_std.csv": out_dir / "table_std.csv",
+        "table_n.csv": out_dir / "table_n.csv",
+        "table.md": out_dir / "table.md",
+        "table.tex": out_dir / "table.tex",
+    }
+    mean.to_csv(paths["table.csv"], index=False)
+    std.to_csv(paths["table_std.csv"], index=False)
+    n.to_csv(paths["table_n.csv"], index=False)
+    paths["table.md"].write_text(to_markdown(mean, std, n))
+    paths["table.tex"].write_text(to_latex(mean, std, n))
+    return paths
+
+
+def fmt(v: float) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    av = abs(v)
+    if av >= 1000 or (0 < av < 0.001):
+        return f"{v:.3g}"
+    if av >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3f}" if av < 1 else f"{v:.2f}"
+
+
+def cells(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> tuple[list[str], list[list[str]], list[list[bool]]]:
+    """Encoder names, cell strings and best-in-row flags of a wide table."""
+    encoders = [c for c in mean.columns if c not in META]
+    m = mean[encoders].to_numpy(dtype=float)
+    s = std.reindex(columns=encoders).to_numpy(dtype=float) if len(std) == len(mean) else np.full_like(m, np.nan)
+    k = n.reindex(columns=encoders).to_numpy(dtype=float) if len(n) == len(mean) else np.full_like(m, np.nan)
+    hib = mean["higher_is_better"].astype(bool).to_numpy()
+    text, best = [], []
+    for i in range(len(mean)):
+        row = m[i]
+        finite = row[~np.isnan(row)]
+        target = (finite.max() if hib[i] else finite.min()) if finite.size > 1 else np.nan
+        rs = []
+        for j in range(len(encoders)):
+            cell = fmt(float(row[j]))
+            if cell and not np.isnan(s[i, j]) and k[i, j] > 1:
+                cell += f" ± {fmt(float(s[i, j]))}"
+            rs.append(cell)
+        text.append(rs)
+        best.append([bool(v == target) for v in row])
+    return encoders, text, best
+
+
+def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+    encoders, text, best = cells(mean, std, n)
+    head = ["family", "dataset", "metric", ""] + encoders
+    lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
+    for i in range(len(mean)):
+        arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
+        row = [mean.loc[i, "family"], mean.loc[i, "dataset"], mean.loc[i, "metric"], arrow]
+        row += [f"**{c}**" if b and c else (c or "–") for c, b in zip(text[i], best[i])]
+        lines.append("| " + " | ".join(_md(str(c)) for c in row) + " |")
+    note = ("\nMean over seeds (± sample std when more than one seed); best per row in bold; "
+            "↑ higher is better, ↓ lower is better; – no result.\n")
+    return "\n".join(lines) + "\n" + note
+
+
+def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+    encoders, text, best = cells(mean, std, n)
+    cols = "lll" + "r" * len(encoders)
+    out = [r"% gate-analysis: fine-tuning results, mean over seeds (\pm sample std), best per row in bold.",
+           r"% Needs \usepackage{booktabs}.",
+           r"\begin{tabular}{" + cols + "}", r"\toprule",
+           " & ".join(["Family", "Dataset", "Metric"] + [_tex(e) for e in encoders]) + r" \\", r"\midrule"]
+    for i in range(len(mean)):
+        arrow = r"$\uparrow$" if mean.loc[i, "higher_is_better"] else r"$\downarrow$"
+        row = [_tex(str(mean.loc[i, "family"])), _tex(str(mean.loc[i, "dataset"])),
+               _tex(str(mean.loc[i, "metric"])) + " " + arrow]
+        for c, b in zip(text[i], best[i]):
+            c = c.replace(" ± ", r" $\pm$ ") if c else "--"
+            row.append(r"\textbf{" + c + "}" if b and c != "--" else c)
+        out.append(" & ".join(row) + r" \\")
+    out += [r"\bottomrule", r"\end{tabular}", ""]
+    return "\n".join(out)
+
+
+def _md(s: str) -> str:
+    return s.replace("|", r"\|")
+
+
+_TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+        "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}"}
+
+
+def _tex(s: str) -> str:
+    return "".join(_TEX.get(ch, ch) for ch in s)

@@ -1,0 +1,191 @@
+"""Tier and task-family summaries: per encoder, the mean of each benchmark's representative metric
+over a tier's benchmarks (and over each task family's), and the encoder's rank within each.
+
+Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists every benchmark used):
+
+* A benchmark is represented by one metric (:mod:`gate.analysis.meta` says which and why), multiplied
+  by its ``scale`` and turned so that higher is better (``-x`` for losses/MAE/ranks, ``100 - x`` /
+  ``1 - x`` for Brier scores) before averaging; the turned value is what is averaged.
+* Missing values are not filled: an encoder that lacks any benchmark of a tier (or family) gets no
+  mean (empty cell) for it — a mean over fewer benchmarks is not comparable. ``partial=True``
+  averages over the benchmarks it has instead, and the number used is reported.
+* A tier none of whose benchmarks' metrics are present at all — or, when not partial, for which no
+  encoder has every benchmark — is skipped with a warning naming the missing benchmarks.
+* Ranks: 1 = best (highest mean); ties share the best rank (``method="min"``); no mean, no rank.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gate.analysis.meta import (BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn,
+                                turn_rule)
+
+
+def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Tier name → benchmark keys, from tier configs (``{name: {benchmarks: [...]}}`` or ``{name: [...]}``).
+
+    A benchmark entry is a key or a mapping with a ``dataset`` (or ``name``) key.
+    """
+    out: dict[str, list[str]] = {}
+    for name, spec in (tiers or {}).items():
+        if spec is None:
+            continue
+        items = spec.get("benchmarks") if isinstance(spec, Mapping) else spec
+        if items is None or isinstance(items, (str, bytes)) or not hasattr(items, "__iter__"):
+            raise ValueError(f"tier {name!r} must list its benchmarks (a 'benchmarks:' list), got {spec!r}")
+        keys = []
+        for item in items:
+            if isinstance(item, Mapping):
+                key = item.get("dataset") or item.get("name")
+                if not key:
+                    raise ValueError(f"tier {name!r}: entry {dict(item)!r} has no 'dataset' key")
+                keys.append(str(key))
+            else:
+                keys.append(str(item))
+        if not keys:
+            raise ValueError(f"tier {name!r} lists no benchmarks")
+        out[str(spec.get("name", name) if isinstance(spec, Mapping) else name)] = list(dict.fromkeys(keys))
+    return out
+
+
+def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMeta]
+                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Encoders × benchmarks of turned representative values, and one info row per benchmark.
+
+    ``summary`` is the output of :func:`gate.analysis.load.summarize` (only fine-tuning rows are used).
+    """
+    ft = summary[summary["kind"] == "finetune"]
+    columns, info = {}, []
+    for bench, rows in ft.groupby("benchmark", sort=False):
+        dataset = rows["dataset"].iloc[0]
+        metric, why = choose_tier_metric(bench, dataset, list(dict.fromkeys(rows["metric"])), meta)
+        m = meta.get(bench) or meta.get(dataset)
+        if metric is None:
+            warnings.warn(why, stacklevel=2)
+            continue
+        sel = rows[rows["metric"] == metric]
+        values = sel.set_index("encoder")["mean"].astype(float)
+        scale = (m.scale if m is not None and m.scale else 1.0)
+        values = values * scale
+        hib = bool(sel["higher_is_better"].iloc[0])
+        rule, bound = turn_rule(metric, hib, values, m)
+        columns[bench] = apply_turn(values, rule, bound)
+        family = _first(rows["family"]) or (m.family if m is not None else "") or ""
+        info.append({"benchmark": bench, "dataset": dataset, "family": family, "metric": metric,
+                     "higher_is_better": hib, "scale": scale, "turn": describe_turn(rule, bound),
+                     "n_encoders": int(values.notna().sum()), "chosen_by": why})
+    values = pd.DataFrame(columns)
+    return values, pd.DataFrame(info, columns=["benchmark", "dataset", "family", "metric", "higher_is_better",
+                                               "scale", "turn", "n_encoders", "chosen_by"])
+
+
+def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[str, BenchmarkMeta],
+                 partial: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(tiers table, benchmark info).
+
+    The tiers table has one row per encoder and, per tier then per family, the columns
+    ``tier:<name>``, ``tier:<name>:rank`` and ``family:<family>``, ``family:<family>:rank``
+    (plus ``...:n`` with the number of benchmarks averaged when ``partial``).
+    """
+    values, info = representative_values(summary, meta)
+    encoders = list(dict.fromkeys(summary.loc[summary["kind"] == "finetune", "encoder"]))
+    values = values.reindex(encoders)
+    out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
+    info = info.copy()
+    info["tiers"] = ""
+    for name, keys in tier_benchmarks(tiers).items():
+        present = [k for k in keys if k in values.columns]
+        missing = [k for k in keys if k not in values.columns]
+        if not present:
+            warnings.warn(f"tier {name!r} skipped: none of its {len(keys)} benchmarks is in the results "
+                          f"(missing: {missing})", stacklevel=2)
+            continue
+        if missing and not partial:
+            warnings.warn(f"tier {name!r} skipped: {len(missing)} of its {len(keys)} benchmarks are not in "
+                          f"the results ({missing}); partial_tiers=true averages over those present", stacklevel=2)
+            continue
+        if missing:
+            warnings.warn(f"tier {name!r}: partial mean over {len(present)} of {len(keys)} benchmarks "
+                          f"(missing: {missing})", stacklevel=2)
+        mean, n = _mean(values[present], partial)
+        if mean.isna().all():
+            warnings.warn(f"tier {name!r} skipped: no encoder has results on all of its benchmarks", stacklevel=2)
+            continue
+        _add(out, f"tier:{name}", mean, n if partial else None)
+        info.loc[info["benchmark"].isin(present), "tiers"] = [
+            ",".join(filter(None, [t, name])) for t in info.loc[info["benchmark"].isin(present), "tiers"]]
+    families = info.groupby("family", sort=False)["benchmark"].apply(list)
+    for family, benches in families.items():
+        if not family:
+            continue
+        mean, n = _mean(values[benches], partial)
+        _add(out, f"family:{family}", mean, n if partial else None)
+    unassigned = info.loc[info["family"] == "", "benchmark"].tolist()
+    if unassigned:
+        warnings.warn(f"no task family known for {unassigned}: left out of the family means "
+                      f"(set family in the dataset config or the benchmarks file)", stacklevel=2)
+    mean_cols = [c for c in out.columns if not c.endswith((":rank", ":n"))]
+    if mean_cols:
+        order = out[[c + ":rank" for c in mean_cols]].mean(axis=1).sort_values(kind="stable").index
+        out = out.loc[order]
+    return out.reset_index(), info
+
+
+def _mean(frame: pd.DataFrame, partial: bool) -> tuple[pd.Series, pd.Series]:
+    n = frame.notna().sum(axis=1)
+    mean = frame.mean(axis=1, skipna=True)
+    if not partial:
+        mean = mean.where(n == frame.shape[1])
+    return mean.where(n > 0), n
+
+
+def _add(out: pd.DataFrame, name: str, mean: pd.Series, n: pd.Series | None) -> None:
+    out[name] = mean
+    out[name + ":rank"] = mean.rank(ascending=False, method="min")
+    if n is not None:
+        out[name + ":n"] = n
+
+
+def _first(values: pd.Series) -> str:
+    for v in values:
+        if isinstance(v, str) and v:
+            return v
+    return ""
+
+
+def compare_with_published(tiers_table: pd.DataFrame, aggregates: pd.DataFrame | None) -> pd.DataFrame:
+    """Rank agreement of our tier means with a published table's "<Tier> GATE Mean" rows.
+
+    Returns one row per tier found in both: Spearman and Kendall correlation between our means and
+    the published ones across encoders, and the largest absolute rank difference. Our means are not
+    expected to equal the paper's (its aggregation is not fully specified); the ranks should agree.
+    """
+    from scipy import stats
+
+    rows = []
+    if aggregates is None or tiers_table.empty:
+        return pd.DataFrame(columns=["tier", "n", "spearman", "kendall", "max_rank_diff"])
+    ours = tiers_table.set_index("encoder")
+    enc_cols = [c for c in aggregates.columns if c not in ("family", "metric", "higher_is_better")]
+    for col in ours.columns:
+        if not col.startswith("tier:") or col.endswith((":rank", ":n")):
+            continue
+        tier = col.split(":", 1)[1]
+        hit = aggregates[aggregates["metric"].str.lower() == f"{tier} gate mean".lower()]
+        if hit.empty:
+            continue
+        theirs = hit[enc_cols].iloc[0].astype(float)
+        both = pd.concat([ours[col], theirs], axis=1, join="inner").dropna()
+        if len(both) < 3:
+            continue
+        a, b = both.iloc[:, 0], both.iloc[:, 1]
+        rank_diff = (a.rank(ascending=False) - b.rank(ascending=False)).abs().max()
+        rows.append({"tier": tier, "n": len(both), "spearman": stats.spearmanr(a, b)[0],
+                     "kendall": stats.kendalltau(a, b)[0], "max_rank_diff": float(rank_diff)})
+    return pd.DataFrame(rows, columns=["tier", "n", "spearman", "kendall", "max_rank_diff"])

@@ -1,0 +1,164 @@
+"""Reading results (JSONL records, long CSV, the paper's wide CSV), validation and seed averaging."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gate.analysis.load import from_frame, infer_higher_is_better, load_results, summarize
+from gate.analysis.meta import default_paper_table
+from gate.results import Record, ResultsStore
+
+PAPER = default_paper_table()
+
+
+def _rec(encoder="r18", dataset="digits", metric="acc@1", value=0.9, seed=0, kind="finetune", split="test",
+         experiment=None, timestamp="", hib=True, recipe="conv", config=None):
+    cfg = config if config is not None else {"dataset": {"name": dataset, "num_classes": 10, "family": "Img Class"},
+                                             "recipe": {"name": recipe}, "encoder": {"name": encoder}, "seed": seed}
+    return Record(experiment=experiment or f"{encoder}-{dataset}-{seed}-{recipe}", kind=kind, encoder=encoder,
+                  dataset=dataset, task="classification", adapter="linear", recipe=recipe, seed=seed, split=split,
+                  metric=metric, value=value, higher_is_better=hib, timestamp=timestamp, config=cfg)
+
+
+def test_paper_table_loads_with_aggregates_kept_apart():
+    loaded = load_results(PAPER)
+    assert loaded.format == "wide-csv"
+    long = loaded.long
+    assert long["encoder"].nunique() == 21
+    assert long["dataset"].nunique() == 31
+    assert len(long) == 175 * 21  # 192 rows - 17 aggregate rows, no missing values
+    assert set(long["kind"]) == {"finetune"}
+    assert loaded.aggregates is not None and len(loaded.aggregates) == 17
+    assert "Small GATE Mean" in set(loaded.aggregates["metric"])
+    loss = long[(long["dataset"] == "cifar100") & (long["metric"] == "CIFAR-100 Loss")]
+    assert not loss["higher_is_better"].any()
+    assert float(long[(long.dataset == "cifar100") & (long.metric == "CIFAR-100 Acc@1") & (long.encoder == "clip")]
+                 ["value"].iloc[0]) == 76.9
+
+
+def test_jsonl_with_a_corrupt_line_keeps_the_rest(tmp_path):
+    store = ResultsStore(tmp_path / "records.jsonl")
+    store.append([_rec(encoder="a", value=0.5), _rec(encoder="b", value=0.7)])
+    with open(store.path, "a") as fh:
+        fh.write('{"experiment": "broken", "kind": "fine\n')
+    store.append([_rec(encoder="c", value=0.9)])
+    with pytest.warns(UserWarning, match=r"records.jsonl:3: skipping corrupt record line"):
+        loaded = load_results(store.path)
+    assert sorted(loaded.long["encoder"]) == ["a", "b", "c"]
+    assert loaded.long["num_classes"].iloc[0] == 10
+    assert loaded.long["family"].iloc[0] == "Img Class"
+
+
+def test_seeds_are_averaged_and_the_latest_duplicate_wins(tmp_path):
+    store = ResultsStore(tmp_path / "r.jsonl")
+    store.append([
+        _rec(seed=0, value=0.80, timestamp="2024-01-01T00:00:00+00:00"),
+        _rec(seed=1, value=0.90, timestamp="2024-01-01T00:00:00+00:00"),
+        _rec(seed=1, value=0.70, timestamp="2024-01-02T00:00:00+00:00"),  # rerun of seed 1: wins
+        _rec(seed=2, value=0.60, timestamp="2024-01-01T00:00:00+00:00"),
+    ])
+    s = summarize(load_results(store.path).long)
+    row = s[(s.encoder == "r18") & (s.metric == "acc@1")].iloc[0]
+    assert row["n"] == 3
+    assert row["mean"] == pytest.approx(np.mean([0.8, 0.7, 0.6]))
+    assert row["std"] == pytest.approx(np.std([0.8, 0.7, 0.6], ddof=1))
+
+
+def test_split_filter_and_variants_kept_apart(tmp_path):
+    store = ResultsStore(tmp_path / "r.jsonl")
+    store.append([_rec(value=0.8), _rec(value=0.5, split="val"), _rec(value=0.6, recipe="vit")])
+    with pytest.warns(UserWarning, match="2 different configurations"):
+        s = summarize(load_results(store.path).long, split="test")
+    assert sorted(s["benchmark"]) == ["digits[recipe=conv]", "digits[recipe=vit]"]
+    assert set(s["split"]) == {"test"}
+    with pytest.raises(ValueError, match="no fine-tuning results on split 'train'"):
+        summarize(load_results(store.path).long, split="train")
+
+
+def test_long_csv_minimal_columns_and_inferred_direction(tmp_path):
+    p = tmp_path / "theirs.csv"
+    pd.DataFrame({"encoder": ["a", "a", "b", "b"], "dataset": ["x"] * 4, "metric": ["acc", "loss"] * 2,
+                  "value": [0.5, 1.2, 0.7, 0.9]}).to_csv(p, index=False)
+    with pytest.warns(UserWarning, match=r"inferred from metric names \(lower is better: \['loss'\]\)"):
+        loaded = load_results(p)
+    assert loaded.format == "long-csv"
+    assert dict(zip(loaded.long["metric"], loaded.long["higher_is_better"])) == {"acc": True, "loss": False}
+    assert set(loaded.long["kind"]) == {"finetune"}
+
+
+@pytest.mark.parametrize("name", ["Loss", "IWildCam MAE Score", "Chexpert 0 BS", "Full GATE Rank", "coral",
+                                  "brier", "mse"])
+def test_lower_is_better_names(name):
+    assert not infer_higher_is_better(name)
+
+
+@pytest.mark.parametrize("name", ["acc@1", "CIFAR-100 Acc@1", "ADE20K mIoU", "logme", "leep", "Chexpert AUC Macro",
+                                  "ACDC Dice Score", "h_score"])
+def test_higher_is_better_names(name):
+    assert infer_higher_is_better(name)
+
+
+def test_csv_missing_required_columns_is_a_clear_error(tmp_path):
+    p = tmp_path / "bad.csv"
+    pd.DataFrame({"encoder": ["a"], "dataset": ["x"], "score": [1.0]}).to_csv(p, index=False)
+    with pytest.raises(ValueError, match=r"missing required column\(s\) \['metric', 'value'\]"):
+        load_results(p)
+
+
+def test_empty_inputs_are_clear_errors(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty"):
+        load_results(empty)
+    header_only = tmp_path / "header.csv"
+    header_only.write_text("encoder,dataset,metric,value\n")
+    with pytest.raises(ValueError, match="empty"):
+        load_results(header_only)
+    wide_all_missing = tmp_path / "wide.csv"
+    wide_all_missing.write_text("family,dataset,metric,higher_is_better,a,b\nF,x,acc,true,,\n")
+    with pytest.raises(ValueError, match="empty"):
+        load_results(wide_all_missing)
+    jsonl = tmp_path / "r.jsonl"
+    jsonl.write_text("not json\n")
+    with pytest.warns(UserWarning), pytest.raises(ValueError, match="no readable records"):
+        load_results(jsonl)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_results(tmp_path / "nope.jsonl")
+
+
+def test_bad_values_are_clear_errors(tmp_path):
+    p = tmp_path / "bad.csv"
+    pd.DataFrame({"encoder": ["a"], "dataset": ["x"], "metric": ["acc"], "value": ["high"]}).to_csv(p, index=False)
+    with pytest.raises(ValueError, match="non-numbers"):
+        load_results(p)
+    p2 = tmp_path / "kind.csv"
+    pd.DataFrame({"encoder": ["a"], "dataset": ["x"], "metric": ["acc"], "value": [1.0],
+                  "kind": ["eval"]}).to_csv(p2, index=False)
+    with pytest.raises(ValueError, match="kind"):
+        load_results(p2)
+
+
+def test_mixed_direction_for_one_metric_is_refused():
+    frame = pd.DataFrame({"encoder": ["a", "b"], "dataset": ["x", "x"], "metric": ["acc", "acc"],
+                          "value": [1.0, 2.0], "higher_is_better": [True, False]})
+    with pytest.raises(ValueError, match="both as higher- and as lower-is-better"):
+        summarize(from_frame(frame).long)
+
+
+def test_wide_table_round_trip(tmp_path):
+    from gate.analysis.table import wide_table
+
+    s = summarize(load_results(PAPER).long)
+    wide = wide_table(s)
+    p = tmp_path / "table.csv"
+    wide.to_csv(p, index=False)
+    s2 = summarize(load_results(p).long)
+    pd.testing.assert_frame_equal(s.reset_index(drop=True)[["encoder", "benchmark", "metric", "mean"]],
+                                  s2.reset_index(drop=True)[["encoder", "benchmark", "metric", "mean"]])
+    raw = json.loads(json.dumps(list(wide.columns[:4])))
+    assert raw == ["family", "dataset", "metric", "higher_is_better"]

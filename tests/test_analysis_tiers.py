@@ -1,0 +1,127 @@
+"""Tier and task-family summaries on a toy table computed by hand, and on the paper's table."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from gate.analysis.load import from_frame, load_results, summarize
+from gate.analysis.meta import BenchmarkMeta, default_paper_table, load_benchmark_meta, turn_rule
+from gate.analysis.tiers import compare_with_published, tier_benchmarks, tier_summary
+
+WIDE = """family,dataset,metric,higher_is_better,A,B,C,D
+F1,b1,acc@1,true,80,60,70,75
+F1,b2,acc@1,true,50,90,70,
+F2,b3,mae,false,2,1,3,
+F2,b3,mse,false,4,1,9,
+F2,b4,bs,false,20,30,10,
+"""
+TIERS = {"t1": {"benchmarks": ["b1", "b2", "b3"]}, "t2": ["b1", {"dataset": "b4", "adapter": "x"}],
+         "t3": {"benchmarks": ["b1", "nowhere"]}}
+
+
+def _toy(tmp_path):
+    p = tmp_path / "toy.csv"
+    p.write_text(WIDE)
+    return summarize(load_results(p).long)
+
+
+def _meta():
+    return load_benchmark_meta(overrides={"b3": "mae", "b4": "bs"})
+
+
+def test_toy_tiers_by_hand(tmp_path):
+    with pytest.warns(UserWarning, match=r"tier 't3' skipped: 1 of its 2 benchmarks are not in the results \(\['nowhere'\]\)"):
+        tiers, info = tier_summary(_toy(tmp_path), TIERS, _meta())
+    t = tiers.set_index("encoder")
+    # t1 = b1, b2, b3 (MAE negated): A (80+50-2)/3, B (60+90-1)/3, C (70+70-3)/3; D lacks b2 and b3.
+    assert t.loc["A", "tier:t1"] == pytest.approx(128 / 3)
+    assert t.loc["B", "tier:t1"] == pytest.approx(149 / 3)
+    assert t.loc["C", "tier:t1"] == pytest.approx(137 / 3)
+    assert math.isnan(t.loc["D", "tier:t1"]) and math.isnan(t.loc["D", "tier:t1:rank"])
+    assert [t.loc[e, "tier:t1:rank"] for e in "ABC"] == [3, 1, 2]
+    # t2 = b1, b4 (Brier in %, turned to 100 - x): A 80, B 65, C 80 (a tie shares the best rank).
+    assert [t.loc[e, "tier:t2"] for e in "ABC"] == pytest.approx([80, 65, 80])
+    assert [t.loc[e, "tier:t2:rank"] for e in "ABC"] == [1, 3, 1]
+    assert "tier:t3" not in t.columns
+    # Families: F1 = b1, b2; F2 = b3 (-MAE), b4 (100 - BS).
+    assert [t.loc[e, "family:F1"] for e in "ABC"] == pytest.approx([65, 75, 70])
+    assert [t.loc[e, "family:F2"] for e in "ABC"] == pytest.approx([39, 34.5, 43.5])
+    assert [t.loc[e, "family:F2:rank"] for e in "ABC"] == [2, 3, 1]
+    i = info.set_index("benchmark")
+    assert i.loc["b3", "metric"] == "mae" and i.loc["b3", "turn"] == "-x"
+    assert i.loc["b4", "turn"] == "100 - x"
+    assert i.loc["b1", "turn"] == "x" and i.loc["b1", "tiers"] == "t1,t2"
+
+
+def test_partial_tiers_average_over_what_is_present(tmp_path):
+    with pytest.warns(UserWarning, match="partial mean over 1 of 2"):
+        tiers, _ = tier_summary(_toy(tmp_path), {"t3": TIERS["t3"]}, _meta(), partial=True)
+    t = tiers.set_index("encoder")
+    assert [t.loc[e, "tier:t3"] for e in "ABCD"] == [80, 60, 70, 75]
+    assert list(t["tier:t3:n"]) == [1, 1, 1, 1]
+
+
+def test_tier_with_no_benchmark_present_is_skipped_with_a_warning(tmp_path):
+    with pytest.warns(UserWarning, match="tier 'ghost' skipped: none of its 2 benchmarks"):
+        tiers, _ = tier_summary(_toy(tmp_path), {"ghost": ["x", "y"]}, _meta())
+    assert not any(c.startswith("tier:") for c in tiers.columns)
+    assert "family:F1" in tiers.columns
+
+
+def test_turn_rules():
+    assert turn_rule("acc@1", True, [1.0]) == ("identity", None)
+    assert turn_rule("CIFAR-100 Loss", False, [0.6, 4.0]) == ("negate", None)
+    assert turn_rule("Chexpert BS Macro", False, [7.0, 18.0]) == ("complement", 100.0)
+    assert turn_rule("brier", False, [0.1, 0.3]) == ("complement", 1.0)
+    assert turn_rule("x", False, [1.0], BenchmarkMeta("k", turn="complement", bound=10.0)) == ("complement", 10.0)
+
+
+def test_tier_configs_ship_with_the_paper_benchmarks():
+    import yaml
+
+    from gate.analysis.meta import packaged_dataset_dir
+
+    conf = packaged_dataset_dir().parent / "tier"
+    tiers = {f.stem: yaml.safe_load(f.read_text()) for f in conf.glob("*.yaml")}
+    keys = tier_benchmarks(tiers)
+    assert {k: len(v) for k, v in keys.items()} == {"small": 8, "base": 15, "big": 21, "full": 31}
+    paper = set(load_results(default_paper_table()).long["dataset"])
+    assert set(keys["full"]) == paper
+    assert set(keys["small"]) == {"cifar100", "cubirds", "mini_imagenet", "imagenet1k", "acdc", "clevr_math",
+                                  "ade20k", "iwildcam"}
+
+
+def test_paper_table_tiers_agree_with_the_published_ranks():
+    import yaml
+
+    from gate.analysis.meta import packaged_dataset_dir
+
+    conf = packaged_dataset_dir().parent / "tier"
+    tiers_cfg = {f.stem: yaml.safe_load(f.read_text()) for f in conf.glob("*.yaml")}
+    loaded = load_results(default_paper_table())
+    tiers, info = tier_summary(summarize(loaded.long), tiers_cfg, load_benchmark_meta())
+    assert len(info) == 31 and set(info["chosen_by"].str.contains("benchmarks file"))  == {True}
+    assert info.set_index("benchmark").loc["iwildcam", "turn"] == "-x"
+    assert info.set_index("benchmark").loc["acdc", "scale"] == 100
+    check = compare_with_published(tiers, loaded.aggregates).set_index("tier")
+    assert set(check.index) == {"small", "base", "big", "full"}
+    assert (check["spearman"] > 0.97).all()
+    assert tiers.iloc[0]["encoder"] == "cvnxtv2"  # the paper's rank 1 on every tier
+
+
+def test_dataset_config_tier_metric_comes_first(tmp_path):
+    d = tmp_path / "dataset"
+    d.mkdir()
+    (d / "b1.yaml").write_text("name: b1\nfamily: Mine\ntier_metric: top5\n")
+    meta = load_benchmark_meta(dataset_dirs=[d])
+    assert meta["b1"].tier_metrics[0][0] == "top5" and meta["b1"].family == "Mine"
+    assert meta["digits"].tier_metrics[0][0] == "acc@1"  # the engine's packaged dataset config
+    frame = pd.DataFrame({"encoder": ["a", "b", "a", "b"], "dataset": ["b1"] * 4, "metric": ["acc@1"] * 2 + ["top5"] * 2,
+                          "value": [1.0, 2.0, 4.0, 3.0], "higher_is_better": True})
+    tiers, info = tier_summary(summarize(from_frame(frame).long), {"t": ["b1"]}, meta)
+    assert info["metric"].tolist() == ["top5"]
+    assert tiers.set_index("encoder")["tier:t"].to_dict() == {"a": 4.0, "b": 3.0}
+    assert "family:Mine" in tiers.columns
