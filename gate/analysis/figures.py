@@ -1,0 +1,185 @@
+"""Figures of the analysis stage (matplotlib, Agg backend: no display needed).
+
+* :func:`ranking_heatmap` — encoders × metrics, brighter = better rank; columns ordered by Spearman
+  similarity (across encoders) to a reference benchmark's column, rows by mean rank.
+* :func:`score_scatter` — per dataset, transferability score vs fine-tuned target, one marker per
+  encoder, τ_w in each panel's title.
+* :func:`tier_bars` — per tier (and task family), the encoders' means.
+* :func:`importance_bar`, :func:`k_sweep_box` — EEVEE's leave-one-out importance and k sweep.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+DPI = 110
+
+
+def safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=@-]+", "_", str(text)).strip("_") or "x"
+
+
+def rank_matrix(table: pd.DataFrame) -> pd.DataFrame:
+    """Encoders × columns of ranks (1 = best) from a wide table (``table.csv`` layout)."""
+    encoders = [c for c in table.columns if c not in ("family", "dataset", "metric", "higher_is_better")]
+    ranks = {}
+    for _, row in table.iterrows():
+        vals = row[encoders].astype(float)
+        if vals.notna().sum() < 2:
+            continue
+        label = f"{row['dataset']} | {row['metric']}"
+        ranks[label] = vals.rank(ascending=not bool(row["higher_is_better"]), method="average")
+    return pd.DataFrame(ranks, index=encoders)
+
+
+def order_columns(ranks: pd.DataFrame, reference: str) -> list[str]:
+    """Columns by descending Spearman similarity to ``reference`` (= Pearson correlation of the ranks)."""
+    ref = ranks[reference]
+    with warnings.catch_warnings():  # constant columns: similarity undefined, they go last
+        warnings.simplefilter("ignore")
+        sim = ranks.apply(lambda col: col.corr(ref, method="spearman"))
+    sim = sim.fillna(-2.0)
+    sim[reference] = 2.0
+    return list(sim.sort_values(ascending=False, kind="stable").index)
+
+
+def reference_column(table: pd.DataFrame, ranks: pd.DataFrame, reference: str | None,
+                     tier_metrics: Mapping[str, str] | None = None) -> str:
+    """The heatmap's reference column: the reference benchmark's tier metric (else its first metric)
+    when the benchmark is present, else the first column."""
+    if reference:
+        candidates = [c for c in ranks.columns if c.split(" | ")[0] == reference]
+        metric = (tier_metrics or {}).get(reference)
+        if metric and f"{reference} | {metric}" in ranks.columns:
+            return f"{reference} | {metric}"
+        if candidates:
+            return candidates[0]
+    return ranks.columns[0]
+
+
+def ranking_heatmap(table: pd.DataFrame, path: Path, reference: str | None = "imagenet1k",
+                    tier_metrics: Mapping[str, str] | None = None) -> Path | None:
+    ranks = rank_matrix(table)
+    if ranks.empty:
+        return None
+    ref = reference_column(table, ranks, reference, tier_metrics)
+    ranks = ranks[order_columns(ranks, ref)]
+    ranks = ranks.loc[ranks.mean(axis=1).sort_values(kind="stable").index]
+    n_enc, n_col = ranks.shape
+    brightness = 1.0 - (ranks - 1) / max(n_enc - 1, 1)  # rank 1 → 1.0 (brightest)
+    width = min(max(6.0, 0.16 * n_col + 3.0), 40.0)
+    height = max(3.0, 0.32 * n_enc + 2.5)
+    fig, ax = plt.subplots(figsize=(width, height))
+    im = ax.imshow(brightness.to_numpy(dtype=float), aspect="auto", cmap="magma", vmin=0, vmax=1,
+                   interpolation="nearest")
+    ax.set_yticks(range(n_enc), ranks.index, fontsize=8)
+    fs = 8 if n_col <= 40 else max(3, int(320 / n_col))
+    ax.set_xticks(range(n_col), ranks.columns, rotation=90, fontsize=fs)
+    ax.set_title(f"Ranking heatmap (brighter = better rank)\ncolumns by Spearman similarity to {ref!r}; "
+                 f"rows by mean rank", fontsize=8)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.02, pad=0.01)
+    cbar.set_ticks([0, 1], labels=[f"rank {n_enc}", "rank 1"])
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def score_scatter(pairs: pd.DataFrame, corr: pd.DataFrame, dataset: str, target: str, path: Path) -> Path | None:
+    sub = pairs[(pairs["dataset"] == dataset) & (pairs["target_metric"] == target)]
+    scores = list(dict.fromkeys(sub["score_metric"]))
+    if not scores:
+        return None
+    ncol = min(3, len(scores))
+    nrow = int(np.ceil(len(scores) / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.6 * nrow), squeeze=False)
+    encoders = list(dict.fromkeys(pairs["encoder"]))
+    markers = "osD^v<>pPXh*"
+    cmap = plt.get_cmap("tab20")
+    for ax, smetric in zip(axes.flat, scores):
+        pts = sub[sub["score_metric"] == smetric]
+        for _, r in pts.iterrows():
+            e = encoders.index(r["encoder"])
+            ax.scatter(r["score"], r["target"], marker=markers[e % len(markers)], color=cmap(e % 20), s=40,
+                       label=r["encoder"], edgecolor="black", linewidth=0.4)
+        row = corr[(corr["dataset"] == dataset) & (corr["score_metric"] == smetric) & (corr["target_metric"] == target)]
+        tau = float(row["weighted_tau"].iloc[0]) if not row.empty else float("nan")
+        ax.set_title(f"{smetric}: τ_w = {tau:.2f}" if np.isfinite(tau) else f"{smetric}: τ_w undefined", fontsize=9)
+        lower = not bool(pts["score_higher_is_better"].iloc[0])
+        ax.set_xlabel(smetric + (" (lower is better)" if lower else ""), fontsize=8)
+        ax.set_ylabel(target, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[len(scores):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    uniq = dict(zip(labels, handles))
+    fig.legend(uniq.values(), uniq.keys(), loc="center right", fontsize=7, frameon=False)
+    fig.suptitle(f"{dataset}: transferability score vs fine-tuned {target}", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 0.84, 1))
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def tier_bars(tiers: pd.DataFrame, path: Path, prefix: str = "tier:") -> Path | None:
+    cols = [c for c in tiers.columns if c.startswith(prefix) and not c.endswith((":rank", ":n"))]
+    cols = [c for c in cols if tiers[c].notna().any()]
+    if not cols:
+        return None
+    n = len(cols)
+    ncol = min(2, n)
+    nrow = int(np.ceil(n / ncol))
+    n_enc = len(tiers)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(6.0 * ncol, max(2.5, 0.28 * n_enc + 1.2) * nrow), squeeze=False)
+    for ax, col in zip(axes.flat, cols):
+        data = tiers[["encoder", col]].dropna().sort_values(col, kind="stable")
+        ax.barh(data["encoder"], data[col], color="#4c72b0")
+        ax.set_title(f"{col.split(':', 1)[1]} — mean of turned representative metrics", fontsize=9)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="x", alpha=0.3)
+    for ax in list(axes.flat)[n:]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def importance_bar(imp: pd.DataFrame, k: int, path: Path) -> Path:
+    fig, ax = plt.subplots(figsize=(6.5, max(2.2, 0.4 * len(imp) + 1.2)))
+    data = imp.iloc[::-1]
+    ax.barh(data["benchmark"], data["increase"], color="#dd8452")
+    ax.axvline(0, color="black", linewidth=0.6)
+    ax.set_xlabel("increase of validation MSE when left out")
+    base = float(imp["fitness_with"].iloc[0]) if len(imp) else float("nan")
+    ax.set_title(f"EEVEE leave-one-out importance, best k={k} subset (MSE {base:.4f})", fontsize=9)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path
+
+
+def k_sweep_box(top_fitness: Mapping[int, np.ndarray], path: Path) -> Path:
+    ks = sorted(top_fitness)
+    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(ks) + 2.5), 3.6))
+    ax.boxplot([np.asarray(top_fitness[k], dtype=float) for k in ks], tick_labels=[str(k) for k in ks])
+    ax.set_xlabel("k (benchmarks in the subset)")
+    ax.set_ylabel("validation MSE of the final population")
+    ax.set_title("EEVEE: fitness of the top subsets per k (lower is better)", fontsize=9)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    plt.close(fig)
+    return path

@@ -1,0 +1,137 @@
+"""``gate-analysis`` as one function: results file in, report directory out.
+
+Files written under ``out`` (a contract other tools rely on):
+
+* ``table.csv`` (+ ``table_std.csv``, ``table_n.csv``), ``table.md``, ``table.tex`` — fine-tuning results;
+* ``summary.csv`` — the long, seed-averaged results (kind, encoder, dataset, benchmark, metric, mean, std, n, …);
+* ``tiers.csv`` and ``tiers_benchmarks.csv`` — tier/family means and ranks, and the metric used per benchmark;
+* ``published_check.csv`` — only for a wide table with published aggregate rows;
+* ``correlations.csv`` (+ ``correlation_points.csv``, the points behind each row);
+* ``figures/*.png`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gate.analysis import figures as figs
+from gate.analysis.correlations import COLUMNS as CORR_COLUMNS
+from gate.analysis.correlations import score_target_correlations
+from gate.analysis.load import load_results, summarize
+from gate.analysis.meta import load_benchmark_meta
+from gate.analysis.report import write_report
+from gate.analysis.table import wide_table, write_tables
+from gate.analysis.tiers import compare_with_published, tier_summary
+
+
+@dataclasses.dataclass
+class AnalysisResult:
+    out: Path
+    files: dict[str, Path]
+    summary: pd.DataFrame
+    tiers: pd.DataFrame
+    correlations: pd.DataFrame
+    warnings: list[str]
+
+
+def default_out(results: str | Path) -> Path:
+    """Next to the results: ``<root>/reports/latest`` for a store at ``<root>/results/<file>``, else
+    ``<dir>/<stem>_report``."""
+    results = Path(results)
+    if results.parent.name == "results":
+        return results.parent.parent / "reports" / "latest"
+    return results.parent / f"{results.stem}_report"
+
+
+def run_analysis(results: str | Path, out: str | Path | None = None, *, split: str | None = "test",
+                 score_split: str | None = None, target: str | Iterable[str] | None = None,
+                 relative: bool = False, num_classes: Mapping[str, float] | None = None,
+                 tiers: Mapping[str, Any] | None = None, tier_metrics: Mapping[str, str] | None = None,
+                 partial_tiers: bool = False, benchmarks_file: str | Path | None = None,
+                 dataset_config_dirs: Iterable[str | Path] | None = None, reference: str | None = "imagenet1k",
+                 filters: Mapping[str, Any] | None = None, figures: bool = True) -> AnalysisResult:
+    out = Path(out) if out else default_out(results)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loaded = load_results(results)
+        summary = summarize(loaded.long, split=split, score_split=score_split, filters=filters)
+        res = _analyse(loaded, summary, out, target=target, relative=relative, num_classes=num_classes,
+                       tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
+                       benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
+                       reference=reference, figures=figures, caught=caught,
+                       options=dict(split=split, score_split=score_split, target=target, relative=relative,
+                                    partial_tiers=partial_tiers, reference=reference, filters=dict(filters or {})))
+    for w in caught:  # hand the warnings on to the caller, after the report has listed them
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return res
+
+
+def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
+             partial_tiers, benchmarks_file, dataset_config_dirs, reference, figures, caught, options) -> AnalysisResult:
+    out.mkdir(parents=True, exist_ok=True)
+    files: dict[str, Path] = {}
+    if summary[summary["kind"] == "finetune"].empty:
+        warnings.warn("no fine-tuning results: table.csv and tiers.csv are empty", stacklevel=3)
+    summary.to_csv(out / "summary.csv", index=False)
+    files["summary.csv"] = out / "summary.csv"
+    files.update(write_tables(summary, out))
+    meta = load_benchmark_meta(benchmarks_file, dataset_config_dirs, tier_metrics)
+    tiers_table, bench_info = tier_summary(summary, tiers or {}, meta, partial=partial_tiers)
+    tiers_table.to_csv(out / "tiers.csv", index=False)
+    bench_info.to_csv(out / "tiers_benchmarks.csv", index=False)
+    files["tiers.csv"], files["tiers_benchmarks.csv"] = out / "tiers.csv", out / "tiers_benchmarks.csv"
+    published = compare_with_published(tiers_table, loaded.aggregates)
+    if loaded.aggregates is not None:
+        published.to_csv(out / "published_check.csv", index=False)
+        files["published_check.csv"] = out / "published_check.csv"
+    if (summary["kind"] == "score").any():
+        corr, pairs = score_target_correlations(summary, target=target, meta=meta, relative=relative,
+                                                num_classes=num_classes)
+        if corr.empty:
+            warnings.warn("no (dataset, score, target) with results for at least 3 encoders: "
+                          "correlations.csv is empty", stacklevel=3)
+    else:
+        if target is not None:  # still validate the target name against the fine-tuning metrics
+            score_target_correlations(summary, target=target, meta=meta)
+        corr, pairs = pd.DataFrame(columns=CORR_COLUMNS), pd.DataFrame()
+    corr.to_csv(out / "correlations.csv", index=False)
+    files["correlations.csv"] = out / "correlations.csv"
+    if not pairs.empty:
+        pairs.to_csv(out / "correlation_points.csv", index=False)
+        files["correlation_points.csv"] = out / "correlation_points.csv"
+
+    fig_list: list[tuple[Path, str, str]] = []
+    mean = wide_table(summary, value="mean")
+    if figures:
+        fig_dir = out / "figures"
+        fig_dir.mkdir(exist_ok=True)
+        rep = dict(zip(bench_info["benchmark"], bench_info["metric"]))
+        p = figs.ranking_heatmap(mean, fig_dir / "ranking_heatmap.png", reference=reference, tier_metrics=rep)
+        if p:
+            fig_list.append((p, "overview", "Ranking heatmap: encoders × metrics (brighter = better rank)"))
+        p = figs.tier_bars(tiers_table, fig_dir / "tiers.png", prefix="tier:")
+        if p:
+            fig_list.append((p, "tiers", "Tier means per encoder"))
+        p = figs.tier_bars(tiers_table, fig_dir / "families.png", prefix="family:")
+        if p:
+            fig_list.append((p, "tiers", "Task-family means per encoder"))
+        for (ds, tgt) in corr.loc[corr["dataset"] != "ALL", ["dataset", "target_metric"]].drop_duplicates().itertuples(index=False):
+            p = figs.score_scatter(pairs, corr, ds, tgt, fig_dir / f"scores_{figs.safe_name(ds)}_{figs.safe_name(tgt)}.png")
+            if p:
+                fig_list.append((p, "correlations", f"{ds}: scores vs fine-tuned {tgt}"))
+        for p, _, _ in fig_list:
+            files[f"figures/{p.name}"] = p
+    seen = list(dict.fromkeys(str(w.message) for w in caught))
+    report = write_report(
+        out / "report.html", source=str(loaded.source), fmt_name=loaded.format, summary=summary,
+        tables={"mean": mean, "std": wide_table(summary, value="std"), "n": wide_table(summary, value="n")},
+        tiers=tiers_table, tier_info=bench_info, published=published if loaded.aggregates is not None else None,
+        correlations=corr, figures=fig_list, warnings_seen=seen, options=options)
+    files["report.html"] = report
+    return AnalysisResult(out=out, files=files, summary=summary, tiers=tiers_table, correlations=corr, warnings=seen)

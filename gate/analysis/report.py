@@ -1,0 +1,138 @@
+"""``report.html``: one self-contained page (figures embedded as base64 PNG data URIs, no external
+resources) with the tier summary, the correlations, the figures and the full results table."""
+
+from __future__ import annotations
+
+import base64
+import datetime as _dt
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gate.analysis.table import cells, fmt
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1400px;
+     color:#222;padding:0 1rem}
+h1{font-size:1.6rem} h2{font-size:1.25rem;margin-top:2.2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.8rem;margin:.6rem 0}
+th,td{border:1px solid #ddd;padding:.2rem .45rem;text-align:right;white-space:nowrap}
+th{background:#f4f4f4} td.l,th.l{text-align:left}
+.scroll{overflow-x:auto;max-width:100%} .best{font-weight:700;background:#eef6ee}
+figure{margin:1rem 0} figcaption{font-size:.8rem;color:#555}
+img{max-width:100%;height:auto;border:1px solid #eee}
+.warn{background:#fff8e1;border-left:4px solid #f0b400;padding:.4rem .8rem;font-size:.85rem}
+.meta{color:#555;font-size:.9rem}
+"""
+
+# Marks the page when every image has decoded (checked by the headless-browser test).
+SCRIPT = """
+window.addEventListener('load', function () {
+  var imgs = Array.prototype.slice.call(document.images);
+  var ok = imgs.filter(function (i) { return i.complete && i.naturalWidth > 0; }).length;
+  document.body.setAttribute('data-images-total', String(imgs.length));
+  document.body.setAttribute('data-images-ok', String(ok));
+});
+"""
+
+
+def img_tag(path: Path, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,{data}">'
+            f"<figcaption>{html.escape(caption)}</figcaption></figure>")
+
+
+def frame_html(df: pd.DataFrame, left: Sequence[str] = (), digits: bool = True, max_rows: int | None = None) -> str:
+    if df is None or df.empty:
+        return "<p class='meta'>(none)</p>"
+    if max_rows is not None and len(df) > max_rows:
+        df = df.head(max_rows)
+    head = "".join(f"<th class='{'l' if c in left else ''}'>{html.escape(str(c))}</th>" for c in df.columns)
+    body = []
+    for _, row in df.iterrows():
+        tds = []
+        for c in df.columns:
+            v = row[c]
+            if isinstance(v, (float, np.floating)) and digits:
+                text = fmt(float(v))
+            elif v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+                text = ""
+            else:
+                text = str(v)
+            tds.append(f"<td class='{'l' if c in left else ''}'>{html.escape(text)}</td>")
+        body.append("<tr>" + "".join(tds) + "</tr>")
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+
+
+def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+    if mean.empty:
+        return "<p class='meta'>(no fine-tuning results)</p>"
+    encoders, text, best = cells(mean, std, n)
+    head = "".join(f"<th class='l'>{h}</th>" for h in ("family", "dataset", "metric", "")) + "".join(
+        f"<th>{html.escape(e)}</th>" for e in encoders)
+    rows = []
+    for i in range(len(mean)):
+        arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
+        tds = [f"<td class='l'>{html.escape(str(mean.loc[i, c]))}</td>" for c in ("family", "dataset", "metric")]
+        tds.append(f"<td class='l'>{arrow}</td>")
+        tds += [f"<td class='{'best' if b and c else ''}'>{html.escape(c)}</td>" for c, b in zip(text[i], best[i])]
+        rows.append("<tr>" + "".join(tds) + "</tr>")
+    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+
+
+def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFrame, tables: dict[str, pd.DataFrame],
+                 tiers: pd.DataFrame, tier_info: pd.DataFrame, published: pd.DataFrame | None,
+                 correlations: pd.DataFrame, figures: Sequence[tuple[Path, str, str]], warnings_seen: Sequence[str],
+                 options: dict) -> Path:
+    """``figures``: (png path, section, caption) with section in {"overview", "tiers", "correlations"}."""
+    ft = summary[summary["kind"] == "finetune"]
+    sc = summary[summary["kind"] == "score"]
+    now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    parts = [
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width,initial-scale=1'>",
+        "<title>gate-analysis report</title>", f"<style>{CSS}</style>", f"<script>{SCRIPT}</script>",
+        "</head><body>",
+        "<h1>gate-analysis report</h1>",
+        f"<p class='meta'>Source: <code>{html.escape(source)}</code> ({html.escape(fmt_name)}) · generated {now}<br>"
+        f"{ft['encoder'].nunique()} encoder(s), {ft['benchmark'].nunique()} fine-tuned benchmark(s), "
+        f"{len(ft)} fine-tuning (encoder, benchmark, metric) results; "
+        f"{sc['dataset'].nunique()} dataset(s) with transferability scores ({sc['metric'].nunique()} score metric(s)).<br>"
+        f"Options: {html.escape(', '.join(f'{k}={v}' for k, v in options.items()))}</p>",
+    ]
+    if warnings_seen:
+        items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings_seen)
+        parts.append(f"<div class='warn'><b>Warnings</b><ul>{items}</ul></div>")
+    parts.append("<h2>Tier and task-family summary</h2>")
+    parts.append("<p class='meta'>Mean over each tier's (family's) benchmarks of one representative metric per "
+                 "benchmark, turned so that higher is better (−x for losses/MAE, 100−x for Brier scores in %); "
+                 "rank 1 = best. An encoder missing a benchmark of a tier gets no mean for it.</p>")
+    parts.append(frame_html(tiers, left=("encoder",)))
+    if published is not None and not published.empty:
+        parts.append("<h3>Check against the published aggregates</h3>")
+        parts.append("<p class='meta'>Rank agreement between these tier means and the table's own "
+                     "&quot;GATE Mean&quot; rows.</p>")
+        parts.append(frame_html(published, left=("tier",)))
+    parts.append("<h3>Benchmarks and their representative metrics</h3>")
+    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "family", "metric", "turn", "chosen_by", "tiers")))
+    for section, title in (("overview", "Rankings"), ("tiers", "Tier means"), ("correlations", "Scores vs fine-tuning")):
+        figs = [f for f in figures if f[1] == section]
+        if section == "correlations":
+            parts.append("<h2>Transferability scores vs fine-tuned results</h2>")
+            parts.append("<p class='meta'>Lower-is-better scores are negated before correlating; "
+                         "τ_w = scipy.stats.weightedtau (hyperbolic weigher).</p>")
+            parts.append(frame_html(correlations, left=("dataset", "score_metric", "target_metric")))
+        else:
+            parts.append(f"<h2>{title}</h2>")
+        for p, _, caption in figs:
+            parts.append(img_tag(p, caption))
+    parts.append("<h2>Fine-tuning results</h2>")
+    parts.append("<p class='meta'>Mean over seeds (± sample std when more than one seed); best per row "
+                 "highlighted; ↑ higher is better, ↓ lower is better.</p>")
+    parts.append(results_table_html(tables["mean"], tables["std"], tables["n"]))
+    parts.append("</body></html>")
+    path.write_text("\n".join(parts), encoding="utf-8")
+    return path

@@ -1,0 +1,34 @@
+"""gate-analysis: tables, tier summaries, score-vs-accuracy correlations, figures and an HTML report
+(composed by Hydra from conf/analysis.yaml)."""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+
+@hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="analysis")
+def main(cfg: DictConfig) -> None:
+    from gate.analysis.pipeline import run_analysis  # heavy imports after Hydra has parsed the command line
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    target = plain["target"]
+    result = run_analysis(
+        plain["results"], plain["out"], split=plain["split"], score_split=plain["score_split"],
+        target=target, relative=bool(plain["relative"]), num_classes=plain["num_classes"] or {},
+        tiers=plain.get("tiers") or {}, tier_metrics=plain["tier_metrics"] or {},
+        partial_tiers=bool(plain["partial_tiers"]), benchmarks_file=plain["benchmarks_file"],
+        dataset_config_dirs=plain["dataset_config_dirs"] or [], reference=plain["reference"],
+        filters=plain["filters"] or {}, figures=bool(plain["figures"]),
+    )
+    s = result.summary
+    print(f"[gate] analysed {plain['results']}: {s['encoder'].nunique()} encoder(s), "
+          f"{s.loc[s['kind'] == 'finetune', 'benchmark'].nunique()} fine-tuned benchmark(s), "
+          f"{len(result.correlations)} correlation row(s), {len(result.warnings)} warning(s)")
+    for name in sorted(result.files):
+        print(f"  {name}")
+    print(f"[gate] report: {result.files['report.html']}")
+
+
+if __name__ == "__main__":
+    main()

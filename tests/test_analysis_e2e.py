@@ -1,0 +1,167 @@
+"""gate-analysis end to end: results store → every output file; the HTML report in a headless browser."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gate.results import Record, ResultsStore
+
+ENCODERS = ["resnet18_scratch", "efficientnet_lite0", "efficientnet_lite1", "vit_tiny_scratch", "minilm_probe"]
+DATASETS = {"digits": 10, "fashion_mnist": 10}
+SCORES = {"logme": True, "leep": True, "nce": True, "coral": False}
+
+
+def make_store(root: Path) -> Path:
+    """A results store shaped like gate-run/gate-score output: two seeds of fine-tuning on the test split
+    (plus the best validation value), one score record per (encoder, dataset, score) on the train split,
+    and one corrupt line."""
+    rng = np.random.default_rng(0)
+    store = ResultsStore(root / "results" / "records.jsonl")
+    quality = dict(zip(ENCODERS, [0.55, 0.8, 0.85, 0.6, 0.3]))
+    for ds, classes in DATASETS.items():
+        for enc in ENCODERS:
+            base = {"dataset": {"name": ds, "num_classes": classes, "family": "Img Class", "task": "classification"},
+                    "encoder": {"name": enc}, "adapter": {"name": "linear_classifier"}, "recipe": {"name": "conv"}}
+            for seed in (0, 1):
+                acc = float(np.clip(quality[enc] + 0.02 * rng.normal(), 0, 1))
+                common = dict(experiment=f"{enc}-{ds}-{seed}", kind="finetune", encoder=enc, dataset=ds,
+                              task="classification", adapter="linear_classifier", recipe="conv", seed=seed,
+                              config={**base, "seed": seed})
+                store.append([
+                    Record(split="test", metric="acc@1", value=acc, higher_is_better=True, **common),
+                    Record(split="test", metric="acc@5", value=min(1.0, acc + 0.15), higher_is_better=True, **common),
+                    Record(split="test", metric="loss", value=2.5 * (1 - acc), higher_is_better=False, **common),
+                    Record(split="test", metric="ensemble_3/acc@1", value=min(1.0, acc + 0.01), higher_is_better=True,
+                           **common),
+                    Record(split="val", metric="acc@1", value=acc + 0.01, higher_is_better=True, **common),
+                ])
+            scores = []
+            for name, hib in SCORES.items():
+                signal = quality[enc] if hib else -quality[enc]
+                scores.append(Record(experiment=f"score-{enc}-{ds}", kind="score", encoder=enc, dataset=ds,
+                                     task="classification", adapter="", recipe="", seed=0, split="train",
+                                     metric=name, value=float(signal + 0.05 * rng.normal()), higher_is_better=hib,
+                                     config={"dataset": {"name": ds, "num_classes": classes}, "encoder": {"name": enc},
+                                             "seed": 0}))
+            store.append(scores)
+    with open(store.path, "a") as fh:
+        fh.write('{"experiment": "half-written", "kind": "finet\n')
+    return store.path
+
+
+EXPECTED = ["table.csv", "table.md", "table.tex", "table_std.csv", "table_n.csv", "summary.csv", "tiers.csv",
+            "tiers_benchmarks.csv", "correlations.csv", "correlation_points.csv", "report.html",
+            "figures/ranking_heatmap.png", "figures/families.png"]
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    root = tmp_path_factory.mktemp("gate_outputs")
+    results = make_store(root)
+    proc = subprocess.run([sys.executable, "-m", "gate.cli.analysis", f"results={results}", "target=acc@1",
+                           f"paths.root={root}"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "reports" / "latest"  # the default: next to the results store
+    return out, proc
+
+
+def test_gate_analysis_writes_every_file(report):
+    out, proc = report
+    for name in EXPECTED:
+        assert (out / name).is_file(), name
+    assert "records.jsonl:" in proc.stderr and "skipping corrupt record line" in proc.stderr
+    table = pd.read_csv(out / "table.csv")
+    assert list(table.columns[:4]) == ["family", "dataset", "metric", "higher_is_better"]
+    assert set(table.columns[4:]) == set(ENCODERS)
+    assert set(table["metric"]) == {"acc@1", "acc@5", "loss", "ensemble_3/acc@1"}  # test split only
+    n = pd.read_csv(out / "table_n.csv")
+    assert (n[ENCODERS].to_numpy() == 2).all()  # two seeds averaged
+    assert "±" in (out / "table.md").read_text() and r"\toprule" in (out / "table.tex").read_text()
+    corr = pd.read_csv(out / "correlations.csv")
+    assert list(corr.columns) == ["dataset", "score_metric", "target_metric", "n", "pearson", "pearson_p", "spearman",
+                                  "spearman_p", "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1"]
+    assert len(corr) == len(DATASETS) * len(SCORES) and (corr["n"] == len(ENCODERS)).all()
+    assert (corr["target_metric"] == "acc@1").all()
+    coral = corr[corr["score_metric"] == "coral"]
+    assert (coral["spearman"] > 0.5).all()  # lower-is-better discrepancy negated before correlating
+    tiers = pd.read_csv(out / "tiers.csv")
+    assert "family:Img Class" in tiers.columns and "family:Img Class:rank" in tiers.columns
+    assert tiers.iloc[0]["encoder"] == "efficientnet_lite1"
+    for ds in DATASETS:
+        assert (out / "figures" / f"scores_{ds}_acc@1.png").is_file()
+    html = (out / "report.html").read_text()
+    assert html.count('src="data:image/png;base64,') == len(list((out / "figures").glob("*.png")))
+    assert "http://" not in html and "https://" not in html  # self-contained
+
+
+def test_unknown_target_metric_fails_clearly(tmp_path):
+    results = make_store(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "gate.cli.analysis", f"results={results}", "target=top1_acc",
+                           f"out={tmp_path / 'r'}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode != 0
+    assert "unknown target metric(s) ['top1_acc']" in proc.stderr
+
+
+def _chromium() -> str | None:
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@pytest.mark.slow
+def test_report_opens_in_a_headless_browser_and_shows_its_figures(report, tmp_path):
+    browser = _chromium()
+    if browser is None:
+        pytest.skip("no chromium on this machine (Debian: apt-get install chromium) - cannot open report.html headless")
+    out, _ = report
+    url = (out / "report.html").resolve().as_uri()
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+             "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
+    dom = subprocess.run([browser, *flags, "--virtual-time-budget=5000", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    n_figures = len(list((out / "figures").glob("*.png")))
+    assert dom.stdout.count('src="data:image/png;base64,') == n_figures
+    total = re.search(r'data-images-total="(\d+)"', dom.stdout)
+    ok = re.search(r'data-images-ok="(\d+)"', dom.stdout)
+    assert total and ok, "the page's load handler did not run"
+    assert int(total.group(1)) == n_figures and int(ok.group(1)) == n_figures, "some figures did not decode"
+    errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line and ("Uncaught" in line or "Error" in line)]
+    assert not errors, errors
+    shot = tmp_path / "report.png"
+    run = subprocess.run([browser, *flags, "--window-size=1280,2400", f"--screenshot={shot}", url],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and shot.is_file(), run.stderr[-2000:]
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
+    assert pixels.std() > 5.0, "the screenshot is blank"
+    assert (pixels < 128).mean() > 0.01  # text and figures are drawn
+
+
+def test_paper_table_analysis_in_process(tmp_path):
+    from gate.analysis.meta import default_paper_table
+    from gate.analysis.pipeline import run_analysis
+
+    import yaml
+
+    from gate.analysis.meta import packaged_dataset_dir
+
+    tiers = {f.stem: yaml.safe_load(f.read_text()) for f in (packaged_dataset_dir().parent / "tier").glob("*.yaml")}
+    res = run_analysis(default_paper_table(), tmp_path, tiers=tiers, figures=False)
+    assert (tmp_path / "published_check.csv").is_file() and (tmp_path / "report.html").is_file()
+    assert {"tier:small", "tier:base", "tier:big", "tier:full"} <= set(res.tiers.columns)
+    assert res.correlations.empty  # the paper table has no transferability scores
+    assert json.loads(json.dumps(res.warnings)) == res.warnings
