@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import warnings
+
 import hydra
 from omegaconf import DictConfig
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
 def main(cfg: DictConfig) -> None:
+    # Deprecation chatter from third-party internals is not the user's business.
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
     from gate.training.finetune import run_finetune  # heavy imports after Hydra has parsed the command line
 
     result = run_finetune(cfg)

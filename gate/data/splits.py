@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import datasets
 import numpy as np
 
@@ -54,7 +52,4 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
             raise ValueError(f"max_samples for split {name!r} must be >= 1, got {cap}")
         if cap < len(splits[name]):
             splits[name] = splits[name].shuffle(seed=seed).select(range(cap))
-        elif cap > len(splits[name]):
-            warnings.warn(f"max_samples[{name!r}]={cap} exceeds the split size {len(splits[name])}; using all",
-                          stacklevel=2)
     return datasets.DatasetDict({name: splits[name] for name in ("train", "val", "test")})

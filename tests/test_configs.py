@@ -1,0 +1,91 @@
+"""Every option of every config group composes, and instantiates where that is cheap."""
+
+from importlib import resources
+
+import hydra
+import pytest
+import torch
+from hydra.errors import MissingConfigException
+from omegaconf import OmegaConf
+
+from gate.build import build_encoder, build_spec, instantiate_component
+from gate.encoders import GATEEncoder
+from helpers import compose_run
+
+GROUPS = ("encoder", "dataset", "adapter", "recipe", "trainer", "logger", "paths", "experiment")
+
+
+def options(group):
+    return sorted(p.name[:-5] for p in resources.files("gate.conf").joinpath(group).iterdir()
+                  if p.name.endswith(".yaml"))
+
+
+ALL = [(group, name) for group in GROUPS for name in options(group)]
+
+
+def test_every_group_has_options():
+    for group in GROUPS:
+        assert options(group), group
+
+
+@pytest.mark.parametrize(("group", "name"), ALL, ids=[f"{g}={n}" for g, n in ALL])
+def test_option_composes_and_resolves(tmp_path, group, name):
+    cfg = compose_run(tmp_path, [f"{group}={name}"])
+    plain = OmegaConf.to_container(cfg, resolve=True)  # every interpolation resolves
+    assert plain["adapter"]["num_classes"] == plain["dataset"]["num_classes"]
+    assert plain["paths"]["results"].startswith(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", options("encoder"))
+def test_encoders_instantiate_and_honour_the_contract(tmp_path, name):
+    cfg = compose_run(tmp_path, [f"encoder={name}", "image_size=32"])
+    encoder = build_encoder(cfg.encoder)
+    assert isinstance(encoder, GATEEncoder) and encoder.modalities and encoder.feature_dim > 0
+    modality = sorted(encoder.modalities)[0]
+    raw = "a short news story" if modality == "text" else torch.randint(0, 255, (8, 8), dtype=torch.uint8).numpy()
+    item = encoder.transform(modality, train=False)(raw)
+    batch = {k: torch.stack([v, v]) for k, v in item.items()}
+    with torch.no_grad():
+        out = encoder.eval()(batch)
+    assert out.features.shape == (2, encoder.feature_dim)
+    assert torch.isfinite(out.features).all()
+    if encoder.num_source_classes:
+        assert out.source_logits.shape == (2, encoder.num_source_classes)
+
+
+@pytest.mark.parametrize("name", options("recipe"))
+def test_recipes_build_an_optimizer_and_scheduler(tmp_path, name):
+    cfg = compose_run(tmp_path, [f"recipe={name}"])
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    optimizer = hydra.utils.instantiate(cfg.recipe.optimizer)(params)
+    scheduler = hydra.utils.instantiate(cfg.recipe.scheduler)(optimizer)
+    assert isinstance(optimizer, torch.optim.AdamW) and optimizer.defaults["weight_decay"] == 0.01
+    assert isinstance(scheduler, torch.optim.lr_scheduler.ReduceLROnPlateau)
+    assert scheduler.patience == 1000 and scheduler.factor == 0.5 and scheduler.mode == "min"
+
+
+def test_recipe_learning_rates_follow_the_paper(tmp_path):
+    lrs = {name: compose_run(tmp_path, [f"recipe={name}"]).recipe.optimizer.lr for name in options("recipe")}
+    assert lrs == {"conv": 1e-3, "conv_segmentation": 6e-4, "vit": 1e-5, "hybrid": 2e-5}
+
+
+@pytest.mark.parametrize("name", options("dataset"))
+def test_dataset_specs(tmp_path, name):
+    spec = build_spec(compose_run(tmp_path, [f"dataset={name}"]).dataset)
+    assert spec.num_classes >= 2 and spec.tier_metric in spec.metrics
+
+
+@pytest.mark.parametrize("name", options("logger"))
+def test_loggers_instantiate_offline(tmp_path, name):
+    cfg = compose_run(tmp_path, [f"logger={name}"])
+    logger = instantiate_component(cfg.logger, name="t")
+    assert logger is not None
+    if name == "wandb":
+        assert cfg.logger.mode == "offline"
+
+
+def test_unknown_names_list_the_valid_ones(tmp_path):
+    with pytest.raises(MissingConfigException, match="efficientnet_lite0"):
+        compose_run(tmp_path, ["encoder=not_an_encoder"])
+    with pytest.raises(MissingConfigException, match="fashion_mnist"):
+        compose_run(tmp_path, ["dataset=nope"])

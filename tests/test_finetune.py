@@ -1,0 +1,119 @@
+"""End-to-end fine-tuning on real data: records, idempotence, force, ensembles, resume."""
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gate.training.finetune as finetune
+from gate.results import ResultsStore
+from gate.training.ensemble import ensemble_metrics
+from helpers import FAST, compose_run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def digits_run(tmp_path_factory):
+    """One real run shared by the assertions below: pretrained EfficientNet-Lite0 on digits, 30 steps."""
+    root = tmp_path_factory.mktemp("digits_run")
+    cfg = compose_run(root, FAST)
+    return root, cfg, finetune.run_finetune(cfg)
+
+
+def test_pretrained_encoder_learns_digits_above_chance(digits_run):
+    root, cfg, result = digits_run
+    assert not result.skipped
+    assert result.metrics["acc@1"] > 0.5  # chance is 0.1
+    records = ResultsStore(root / "results" / "records.jsonl").records()
+    metrics = {(r["split"], r["metric"]) for r in records}
+    assert {("test", "acc@1"), ("test", "acc@5"), ("test", "loss"), ("test", "ensemble_1/acc@1"),
+            ("test", "ensemble_3/acc@1"), ("val", "acc@1")} <= metrics
+    first = records[0]
+    assert (first["encoder"], first["dataset"], first["adapter"], first["recipe"], first["kind"]) == \
+        ("efficientnet_lite0", "digits", "linear_classifier", "conv", "finetune")
+    assert all(r["experiment"] == result.experiment for r in records)
+
+
+def test_ensemble_of_one_equals_the_best_checkpoint(digits_run):
+    _, _, result = digits_run
+    for name in ("acc@1", "acc@5", "loss"):
+        assert result.metrics[f"ensemble_1/{name}"] == pytest.approx(result.metrics[name], abs=1e-5)
+
+
+def test_rerun_is_skipped_and_force_reruns_and_appends(digits_run):
+    root, cfg, result = digits_run
+    store = ResultsStore(root / "results" / "records.jsonl")
+    before = len(store.records())
+    again = finetune.run_finetune(compose_run(root, FAST))
+    assert again.skipped and again.experiment == result.experiment
+    assert len(store.records()) == before
+    forced = finetune.run_finetune(compose_run(root, [*FAST, "force=true"]))
+    assert not forced.skipped and forced.experiment == result.experiment  # force is not part of the id
+    assert len(store.records()) == 2 * before
+
+
+def test_ensemble_metrics_average_logits():
+    from gate.adapters import LinearClassifier
+
+    class Holder:
+        adapter = LinearClassifier(feature_dim=4, num_classes=3)
+
+    target = torch.tensor([0, 1, 2, 2])
+    a = torch.tensor([[2.0, 0, 0], [0, 2, 0], [2, 0, 0], [0, 0, 2]])  # 3/4 right
+    b = torch.tensor([[2.0, 0, 0], [0, 2, 0], [0, 0, 3], [0, 0, 2]])  # 4/4 right
+    out = ensemble_metrics(Holder(), [a, b], target, sizes=(1, 2, 5))
+    assert out["ensemble_1/acc@1"] == 0.75 and out["ensemble_2/acc@1"] == 1.0
+    assert "ensemble_5/acc@1" not in out
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
+    from lightning.pytorch.callbacks import Callback
+
+    class CrashAfter(Callback):
+        def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step >= 12:
+                raise Crash("simulated node failure")
+
+    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=20", "data.max_test_samples=64"]
+    real_build = finetune.build_trainer
+    monkeypatch.setattr(finetune, "build_trainer",
+                        lambda cfg, callbacks, *a: real_build(cfg, [*callbacks, CrashAfter()], *a))
+    with pytest.raises(Crash):
+        finetune.run_finetune(compose_run(tmp_path, overrides))
+    store = ResultsStore(tmp_path / "results" / "records.jsonl")
+    assert store.records() == []  # nothing half-written
+
+    resumed_from = []
+    monkeypatch.setattr(finetune, "build_trainer", real_build)
+    real_fit = finetune.L.Trainer.fit
+
+    def spy_fit(self, *args, ckpt_path=None, **kwargs):
+        resumed_from.append(ckpt_path)
+        return real_fit(self, *args, ckpt_path=ckpt_path, **kwargs)
+
+    monkeypatch.setattr(finetune.L.Trainer, "fit", spy_fit)
+    result = finetune.run_finetune(compose_run(tmp_path, overrides))
+    assert resumed_from and resumed_from[0].endswith("last.ckpt")
+    rows = store.records()
+    assert rows and len({(r["split"], r["metric"]) for r in rows}) == len(rows)  # no duplicates
+    assert all(r["experiment"] == result.experiment for r in rows)
+
+
+def test_gate_run_cli_on_fashion_mnist(tmp_path):
+    """The console script itself, on the real Fashion-MNIST files, W&B offline."""
+    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={tmp_path}", "image_size=32", "trainer.max_steps=20",
+           "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", "data.max_val_samples=128",
+           "data.max_test_samples=256"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "test/acc@1" in proc.stdout and "results store:" in proc.stdout and "wandb" in proc.stdout
+    rows = ResultsStore(tmp_path / "results" / "records.jsonl").records()
+    acc = next(r["value"] for r in rows if r["split"] == "test" and r["metric"] == "acc@1")
+    assert acc > 0.3  # 10 classes: chance is 0.1
+    assert list((tmp_path / "wandb").rglob("offline-run-*"))
