@@ -1,0 +1,29 @@
+"""Transferability scores: pure functions of arrays (numpy or torch, CPU or GPU), float out.
+
+Supervised scores of features ``F (n×d)`` and integer labels ``y`` (``0..C-1``):
+:func:`logme`, :func:`h_score`, :func:`shrinkage_h_score`, :func:`nleep`, :func:`n_nleep`, :func:`transrate`,
+:func:`lfc`, and of the labels' fit to a source head (probabilities ``θ (n×Z)``): :func:`leep`, :func:`n_leep`,
+:func:`nce`, :func:`n_nce`. Label-free: :func:`rankme`. Source–target discrepancies: :func:`coral`, :func:`mmd`,
+:func:`cmd`, :func:`ot`, :func:`kld`, :func:`wd`. Task Priors: :func:`task_prior_moments`, :func:`sample_tasks`.
+
+``SCORES`` and ``DISCREPANCIES`` map names to :class:`Metric` entries (function, ``higher_is_better``, needed
+input). Every function validates its inputs the same way (``ValueError`` naming the argument) and computes in
+float64 with torch on the inputs' device. No function trains a network.
+"""
+
+from .discrepancy import cmd, coral, kld, mmd, ot, standardise, wd
+from .geometry import coding_rate, lfc, rankme, transrate
+from .hscore import h_score, ledoit_wolf_shrinkage, shrinkage_h_score
+from .evidence import logme, logme_per_target
+from .mixture import n_nleep, nleep
+from .registry import DISCREPANCIES, SCORES, Metric, applicable_scores
+from .source import leep, n_leep, n_nce, nce
+from .task_priors import LowRankKernel, TaskPriorMoments, cosine_kernel, sample_tasks, task_prior_moments
+
+__all__ = [
+    "logme", "logme_per_target", "leep", "nce", "n_leep", "n_nce", "n_nleep", "h_score", "shrinkage_h_score",
+    "ledoit_wolf_shrinkage", "nleep", "transrate", "coding_rate", "lfc", "rankme",
+    "coral", "mmd", "cmd", "ot", "kld", "wd", "standardise",
+    "task_prior_moments", "sample_tasks", "cosine_kernel", "LowRankKernel", "TaskPriorMoments",
+    "SCORES", "DISCREPANCIES", "Metric", "applicable_scores",
+]
