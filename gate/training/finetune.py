@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import shutil
 import warnings
@@ -10,7 +11,7 @@ from typing import Any
 
 import hydra
 import lightning as L
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, to_plain
 from ..model import GATEModel
@@ -31,9 +32,16 @@ class FinetuneResult:
 
 
 def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain resolved data, without Hydra's own node."""
+    """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
+    if "paths" in cfg and cfg.paths.get("root"):
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
+            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
+    if isinstance(plain.get("paths"), dict):
+        plain["paths"] = {k: str(Path(v).expanduser().resolve()) if isinstance(v, str) else v
+                          for k, v in plain["paths"].items()}
     return plain
 
 
