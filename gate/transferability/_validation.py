@@ -175,7 +175,9 @@ def entropy_of_labels(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 def gram(x: torch.Tensor) -> torch.Tensor:
     """The smaller of ``x xᵀ`` and ``xᵀ x`` (their non-zero eigenvalues coincide)."""
-    return x @ x.T if x.shape[0] <= x.shape[1] else x.T @ x
+    from ._linalg import gram as _gram
+
+    return _gram(x)
 
 
 def to_float(t: torch.Tensor | float) -> float:

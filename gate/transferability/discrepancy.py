@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import _linalg
 from ._validation import DTYPE, check_features, check_positive
 
 __all__ = ["standardise", "coral", "mmd", "cmd", "ot", "kld", "wd"]
@@ -69,7 +70,7 @@ def standardise(source: Any, target: Any, reduce: str | None = None, q: int | No
 
 def _cov(x: torch.Tensor) -> torch.Tensor:
     xc = x - x.mean(0, keepdim=True)
-    return xc.T @ xc / (x.shape[0] - 1)
+    return _linalg.xtx(xc) / (x.shape[0] - 1)
 
 
 def coral(source: Any, target: Any, reduce: str | None = None, q: int | None = None, seed: int = 0) -> float:
@@ -177,7 +178,7 @@ def kld(source: Any, target: Any, reduce: str | None = None, q: int | None = Non
 
 
 def _psd_sqrt(a: torch.Tensor) -> torch.Tensor:
-    lam, v = torch.linalg.eigh(a)
+    lam, v = _linalg.eigh(a)
     return (v * lam.clamp_min(0).sqrt()) @ v.T
 
 
@@ -188,6 +189,6 @@ def wd(source: Any, target: Any, reduce: str | None = None, q: int | None = None
     mu_g, cov_g = g.mean(0), _cov(g)
     mu_f, cov_f = f.mean(0), _cov(f)
     root = _psd_sqrt(cov_g)
-    cross = torch.linalg.eigvalsh(root @ cov_f @ root).clamp_min(0).sqrt().sum()
+    cross = _linalg.eigvalsh(root @ cov_f @ root).clamp_min(0).sqrt().sum()
     value = ((mu_g - mu_f) ** 2).sum() + cov_g.trace() + cov_f.trace() - 2 * cross
     return float(value.clamp_min(0))

@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from . import _linalg
 from ._validation import check_features, check_labels, check_targets, one_hot
 
 __all__ = ["logme", "logme_per_target"]
@@ -74,7 +75,9 @@ def logme_per_target(features: Any, labels: Any, regression: bool = False, *, to
     if int(max_iter) < 1:
         raise ValueError(f"max_iter must be >= 1, got {max_iter!r}")
     sigma, z2, res0 = _spectrum(f, y)
-    return _max_evidence(sigma, z2, res0, n, tol, int(max_iter))
+    # The iteration works on small (k × C) arrays: threads would only add synchronisation (see _linalg).
+    with _linalg.single_threaded(f.device):
+        return _max_evidence(sigma, z2, res0, n, tol, int(max_iter))
 
 
 def _spectrum(f: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -84,14 +87,14 @@ def _spectrum(f: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Ten
     eps = torch.finfo(f.dtype).eps
     if n <= d:
         # F Fᵀ = U diag(σ) Uᵀ with a complete orthonormal U (n×n): y is fully expanded, nothing is left over.
-        sigma, u = torch.linalg.eigh(f @ f.T)
+        sigma, u = _linalg.eigh(_linalg.xxt(f))
         sigma = sigma.clamp_min(0)
         sigma = torch.where(sigma > sigma.max() * max(n, d) * eps, sigma, torch.zeros_like(sigma))
         z = u.T @ y
         res0 = torch.zeros(y.shape[1], dtype=f.dtype, device=f.device)
     else:
         # FᵀF = V diag(σ) Vᵀ and Uᵀ y = diag(σ)^{-1/2} Vᵀ Fᵀ y for the non-zero σ.
-        sigma, v = torch.linalg.eigh(f.T @ f)
+        sigma, v = _linalg.eigh(_linalg.xtx(f))
         sigma = sigma.clamp_min(0)
         keep = sigma > sigma.max() * max(n, d) * eps
         sigma = torch.where(keep, sigma, torch.zeros_like(sigma))

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from . import _linalg
 from ._validation import check_features, check_labels, check_positive, gram, one_hot
 
 __all__ = ["transrate", "lfc", "rankme", "coding_rate"]
@@ -72,6 +73,6 @@ def rankme(features: Any, eps: float = 1e-7) -> float:
     """
     f = check_features(features)
     eps = check_positive(eps, "eps", allow_zero=True)
-    sv = torch.linalg.eigvalsh(gram(f)).clamp_min(0).sqrt()
+    sv = _linalg.eigvalsh(gram(f)).clamp_min(0).sqrt()
     p = sv / sv.sum() + eps
     return float(torch.exp(-torch.special.xlogy(p, p).sum()))

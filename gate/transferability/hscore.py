@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from . import _linalg
 from ._validation import DTYPE, check_features, check_labels
 
 __all__ = ["h_score", "shrinkage_h_score", "ledoit_wolf_shrinkage"]
@@ -63,11 +64,11 @@ def _h_score(x: torch.Tensor, m: torch.Tensor, rcond: float | None) -> float:
     if rcond is None:
         rcond = max(n, d) * torch.finfo(DTYPE).eps
     if n <= d:
-        lam, u = torch.linalg.eigh(x @ x.T)
+        lam, u = _linalg.eigh(_linalg.xxt(x))
         proj = u.T @ m  # (n, C)
         keep = lam > rcond * lam.max()
         return float((proj[keep] ** 2).sum())
-    lam, v = torch.linalg.eigh(x.T @ x)
+    lam, v = _linalg.eigh(_linalg.xtx(x))
     proj = v.T @ (x.T @ m)  # (d, C)
     keep = lam > rcond * lam.max()
     return float(((proj[keep] ** 2).sum(1) / lam[keep]).sum())
@@ -84,7 +85,7 @@ def ledoit_wolf_shrinkage(features: Any) -> float:
 
 
 def _gram(x: torch.Tensor) -> torch.Tensor:
-    return x @ x.T if x.shape[0] <= x.shape[1] else x.T @ x
+    return _linalg.gram(x)
 
 
 def _lw_shrinkage(x: torch.Tensor, gram: torch.Tensor) -> float:
@@ -133,9 +134,9 @@ def shrinkage_h_score(features: Any, labels: Any, alpha: float | None = None, *,
     sigma = float((x * x).sum()) / (n * d)  # tr(Σ_f) / d with Σ_f = XᵀX / n
     lam = n * a * sigma / (1.0 - a)
     if use_nxn:
-        k = gram_small if n <= d else x @ x.T
+        k = gram_small if n <= d else _linalg.xxt(x)
         return float(_ridge_trace(k, lam, k @ m, m))  # tr(Mᵀ K (K + λI)^{-1} M)
-    s = gram_small if n > d else x.T @ x
+    s = gram_small if n > d else _linalg.xtx(x)
     r = x.T @ m
     return float(_ridge_trace(s, lam, r, r))  # tr(Rᵀ (XᵀX + λI)^{-1} R), R = XᵀM
 
@@ -149,7 +150,7 @@ def _ridge_trace(a: torch.Tensor, lam: float, b: torch.Tensor, c: torch.Tensor) 
         q1 = torch.linalg.solve_triangular(chol, b, upper=False)
         q2 = q1 if c is b else torch.linalg.solve_triangular(chol, c, upper=False)
         return (q1 * q2).sum()
-    mu, u = torch.linalg.eigh(a)
+    mu, u = _linalg.eigh(a)
     mu = mu.clamp_min(0) + lam
     keep = mu > mu.max() * a.shape[0] * torch.finfo(a.dtype).eps
     return ((u.T @ b)[keep] * (u.T @ c)[keep] / mu[keep, None]).sum()

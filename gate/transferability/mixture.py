@@ -16,6 +16,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
 
+from . import _linalg
 from ._validation import DTYPE, check_features, check_labels, entropy_of_labels
 from .source import leep_from_probs
 
@@ -29,9 +30,9 @@ def pca_scores(f: torch.Tensor, variance: float) -> torch.Tensor:
     x = f - f.mean(0, keepdim=True)
     n, d = x.shape
     if n >= d:
-        lam, vec = torch.linalg.eigh(x.T @ x)
+        lam, vec = _linalg.eigh(_linalg.xtx(x))
     else:
-        lam, vec = torch.linalg.eigh(x @ x.T)
+        lam, vec = _linalg.eigh(_linalg.xxt(x))
     lam, vec = lam.flip(0).clamp_min(0), vec.flip(1)
     ratio = torch.cumsum(lam / lam.sum(), 0)
     k = len(lam) if variance >= 1.0 else int(torch.searchsorted(ratio, torch.tensor([variance], dtype=ratio.dtype,

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 import torch
 
+from . import _linalg
 from ._validation import DTYPE, as_tensor, check_features, check_positive
 
 __all__ = ["LowRankKernel", "TaskPriorMoments", "cosine_kernel", "task_prior_moments", "sample_tasks"]
@@ -63,7 +64,7 @@ def cosine_kernel(features: Any, *, low_rank: bool = False) -> torch.Tensor | Lo
     norms = torch.linalg.vector_norm(f, dim=1, keepdim=True)
     fhat = f / torch.where(norms > 0, norms, torch.ones_like(norms))
     a = fhat - fhat.mean(0, keepdim=True)
-    fro = torch.linalg.matrix_norm(a.T @ a if a.shape[0] > a.shape[1] else a @ a.T)  # = ‖H F̂ F̂ᵀ H‖_F
+    fro = torch.linalg.matrix_norm(_linalg.gram(a))  # = ‖H F̂ F̂ᵀ H‖_F
     if float(fro) == 0.0:
         raise ValueError("features give a zero centred cosine kernel (all rows point the same way)")
     kernel = LowRankKernel(a / fro.sqrt())
@@ -180,7 +181,7 @@ def sample_tasks(features_or_factor: Any, num_classes: int, num_tasks: int = 1, 
         if int(rank) < 1:
             raise ValueError(f"rank must be a positive integer or None, got {rank!r}")
         if int(rank) < a.shape[1]:
-            u, s, _ = torch.linalg.svd(a, full_matrices=False)
+            u, s, _ = _linalg.svd(a)
             a = u[:, : int(rank)] * s[: int(rank)]
     n, r = a.shape
     device = a.device
