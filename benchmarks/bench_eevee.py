@@ -1,0 +1,82 @@
+"""EEVEE speed benchmark: the batched meta-model scorer vs one nn.Module at a time, and a full search.
+
+    python benchmarks/bench_eevee.py                       # the paper's table, k=8, 32 candidates
+    python benchmarks/bench_eevee.py --candidates 64 --no-search --threads 2
+
+Prints (1) seconds per candidate for the batched scorer (gate.analysis.eevee.score_batched) and for
+the ordinary loop (score_looped: an nn.Module + autograd + torch.optim.AdamW per candidate and
+split) on the same random k-subsets, the speed ratio, and the largest difference of their fitness
+values (same seed, same splits, same initial weights); (2) the wall time of a full search with the
+default settings (1000 initial subsets, keep 50, 10 children, 10 generations) and its best subset.
+Not a timed test: run it by hand (two CPU cores: --threads 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+
+def main() -> None:
+    from gate.analysis.eevee import EeveeConfig, Problem, performance_table, score_batched, score_looped, search
+    from gate.analysis.meta import default_paper_table
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--table", default=str(default_paper_table()))
+    ap.add_argument("--k", type=int, default=8)
+    ap.add_argument("--candidates", type=int, default=32)
+    ap.add_argument("--looped-candidates", type=int, default=None,
+                    help="score only the first N candidates with the loop (its time is per candidate)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (the loop's intra-op threads)")
+    ap.add_argument("--workers", type=int, default=None, help="batched scorer: parallel chunks (default: threads)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-search", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
+    table = performance_table(args.table)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problem = Problem(table, EeveeConfig(seed=args.seed, progress=False, workers=args.workers))
+    cfg = problem.cfg
+    print(f"table: {len(problem.encoders)} encoders x {len(problem.columns)} columns ({problem.n_benchmarks} "
+          f"benchmarks); meta-model {cfg.hidden} hidden, {cfg.epochs} epochs, {cfg.n_splits} splits")
+    rng = np.random.default_rng(args.seed)
+    subsets = [tuple(sorted(int(i) for i in rng.choice(problem.n_benchmarks, args.k, replace=False)))
+               for _ in range(args.candidates)]
+    score_batched(problem, subsets[:2])  # warm-up (first-call allocations, BLAS initialisation)
+    t0, c0 = time.perf_counter(), time.process_time()
+    batched = score_batched(problem, subsets)
+    tb, cb = (time.perf_counter() - t0) / len(subsets), (time.process_time() - c0) / len(subsets)
+    n_loop = args.looped_candidates or len(subsets)
+    t0, c0 = time.perf_counter(), time.process_time()
+    looped = score_looped(problem, subsets[:n_loop])
+    tl, cl = (time.perf_counter() - t0) / n_loop, (time.process_time() - c0) / n_loop
+    diff = np.abs(batched[:n_loop] - looped).max()
+    fit_diff = np.abs(batched[:n_loop].mean(1) - looped.mean(1)).max()
+    print(f"batched: {tb * 1e3:8.2f} ms per candidate wall, {cb * 1e3:8.2f} ms CPU "
+          f"({len(subsets)} candidates x {cfg.n_splits} splits, {cfg.workers or torch.get_num_threads()} worker(s))")
+    print(f"looped:  {tl * 1e3:8.2f} ms per candidate wall, {cl * 1e3:8.2f} ms CPU ({n_loop} candidates)")
+    print(f"speed ratio looped/batched: {tl / tb:.1f}x wall, {cl / cb:.1f}x CPU time")
+    print(f"largest |fitness difference|: {fit_diff:.2e} (per split: {diff:.2e})")
+    if args.no_search:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problem = Problem(table, EeveeConfig(seed=args.seed, progress=True, workers=args.workers))
+    t0 = time.perf_counter()
+    res = search(problem, args.k)
+    wall = time.perf_counter() - t0
+    print(f"full k={args.k} search: {wall:.1f} s wall, {res.n_evaluated} subsets evaluated")
+    print(f"best subset: {', '.join(res.best)} (validation MSE {res.best_fitness:.4f})")
+
+
+if __name__ == "__main__":
+    main()

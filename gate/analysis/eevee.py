@@ -1,0 +1,611 @@
+"""EEVEE: choose k benchmarks whose results best predict every benchmark's results for unseen encoders.
+
+From the GATE/EEVEE paper. The input is a performance table, encoders × benchmark metrics (the
+paper's Table 3, or ``table.csv`` of ``gate-analysis``); a *benchmark* is a dataset, and its metric
+columns go in or out of a subset together.
+
+**Meta-model and fitness.** Columns are z-scored over the encoders. For a subset of benchmarks, an
+MLP (input: the subset's columns; one hidden layer of ``hidden`` = 100 ReLU units; output: every
+column) is trained with AdamW (lr 0.01, weight decay 0.01) for ``epochs`` = 20 full-batch epochs on
+the mean squared error, on the training encoders of repeated random train/validation splits of the
+**encoders** (:class:`sklearn.model_selection.ShuffleSplit`). The fitness of the subset is the mean
+validation MSE over the splits; lower is better. Every candidate is trained on the same splits from
+the same initial weights (per split: one uniform draw per table column for the first layer, scaled by
+``1/sqrt(fan_in)`` like ``nn.Linear``'s default, and one for the second layer), so differences between
+candidates are not initialisation noise, and a subset's fitness depends only on the subset and the seed.
+
+**Batched scorer.** Candidates are scored as a batch: the (candidate × split) MLPs of a chunk are
+stacked tensors trained together with batched matmuls (``torch.bmm``), a hand-written backward pass
+and one fused AdamW over the stacked parameters; chunks train in parallel on ``workers`` threads. Subsets with fewer input columns are padded with
+zero inputs (their weights receive exactly zero gradient and stay zero). :func:`score_looped` scores
+the same candidates one ``nn.Module`` at a time with autograd, and agrees to float rounding.
+
+**Search.** ``population`` (1000) random initial k-subsets (all of them when there are fewer); keep the
+best ``keep`` (50); each winner makes ``children`` (10) children by swapping one member for a random
+non-member; parents survive; ``generations`` (10) rounds; seeded and deterministic. Every distinct
+subset is trained once (results are cached).
+
+**Missing values** are never filled with a constant. ``missing="mask"`` (default): the z-scoring uses
+the observed values of each column; a missing *target* entry is left out of the loss and of the
+validation MSE (which averages only observed entries); an encoder that lacks any *input* column of a
+candidate is left out of that candidate's training and validation rows (a split where no validation
+encoder remains contributes no value; a candidate with no value at all gets fitness ``inf``).
+``missing="drop_encoders"``: encoders with any missing value are removed before the search.
+Columns that are constant over the encoders carry no information and cannot be z-scored: they are
+dropped with a warning. A benchmark whose values are all missing is an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from collections.abc import Iterable, Sequence
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MISSING_POLICIES = ("mask", "drop_encoders")
+
+
+@dataclasses.dataclass
+class EeveeConfig:
+    hidden: int = 100
+    epochs: int = 20
+    lr: float = 0.01
+    weight_decay: float = 0.01
+    n_splits: int = 10
+    val_fraction: float = 0.2
+    seed: int = 0
+    population: int = 1000
+    keep: int = 50
+    children: int = 10
+    generations: int = 10
+    chunk: int = 20  # (candidate × split) models trained at once by one worker
+    workers: int | None = None  # tasks trained in parallel (None: torch.get_num_threads())
+    missing: str = "mask"
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if self.missing not in MISSING_POLICIES:
+            raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
+        for name in ("hidden", "epochs", "n_splits", "population", "keep", "children", "chunk"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.generations < 0:
+            raise ValueError(f"generations must be >= 0, got {self.generations!r}")
+        if self.workers is not None and int(self.workers) < 1:
+            raise ValueError(f"workers must be >= 1 or None, got {self.workers!r}")
+        if not 0.0 < float(self.val_fraction) < 1.0:
+            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
+
+
+# ------------------------------------------------------------------------------------ the input table
+
+
+@dataclasses.dataclass
+class PerformanceTable:
+    """Encoders × columns, each column one (benchmark, metric); NaN = missing."""
+
+    encoders: list[str]
+    columns: list[tuple[str, str]]
+    values: np.ndarray
+
+    @property
+    def benchmarks(self) -> list[str]:
+        return list(dict.fromkeys(b for b, _ in self.columns))
+
+
+def performance_table(source: Any, split: str | None = "test") -> PerformanceTable:
+    """Read a performance table from a path (wide CSV, long CSV or JSONL records) or a wide DataFrame.
+
+    Only fine-tuning results are used; repeated seeds are averaged (:func:`gate.analysis.load.summarize`).
+    """
+    from gate.analysis.load import from_frame, load_results, summarize
+
+    loaded = from_frame(source) if isinstance(source, pd.DataFrame) else load_results(source)
+    summary = summarize(loaded.long, split=split)
+    ft = summary[summary["kind"] == "finetune"]
+    if ft.empty:
+        raise ValueError(f"{loaded.source}: the table is empty: it holds no fine-tuning results")
+    encoders = list(dict.fromkeys(ft["encoder"]))
+    columns = list(dict.fromkeys(zip(ft["benchmark"], ft["metric"])))
+    pivot = ft.set_index(["benchmark", "metric", "encoder"])["mean"].unstack("encoder")
+    pivot = pivot.reindex(index=pd.MultiIndex.from_tuples(columns), columns=encoders)
+    return PerformanceTable(encoders, columns, pivot.to_numpy(dtype=float).T.copy())
+
+
+# ------------------------------------------------------------------------------- the prepared problem
+
+
+class Problem:
+    """The z-scored table, the encoder splits and the shared initial weights of the meta-models."""
+
+    def __init__(self, table: PerformanceTable, cfg: EeveeConfig | None = None) -> None:
+        import torch
+        from sklearn.model_selection import ShuffleSplit
+
+        cfg = cfg or EeveeConfig()
+        self.cfg = cfg
+        values = np.asarray(table.values, dtype=float)
+        encoders = list(table.encoders)
+        columns = list(table.columns)
+        if values.size == 0 or not encoders or not columns:
+            raise ValueError("the performance table is empty: no encoders or no benchmark columns")
+        if np.isnan(values).all():
+            raise ValueError("the performance table is empty: every value is missing")
+        bench_of = np.array([b for b, _ in columns], dtype=object)
+        for b in dict.fromkeys(bench_of):
+            if np.isnan(values[:, bench_of == b]).all():
+                raise ValueError(f"benchmark {b!r} has all values missing: remove it from the table")
+        if cfg.missing == "drop_encoders":
+            complete = ~np.isnan(values).any(axis=1)
+            dropped = [e for e, ok in zip(encoders, complete) if not ok]
+            if dropped:
+                warnings.warn(f"missing=drop_encoders: dropping {len(dropped)} encoder(s) with missing values: "
+                              f"{dropped}", stacklevel=2)
+            values, encoders = values[complete], [e for e, ok in zip(encoders, complete) if ok]
+        # Constant (or single-valued) columns cannot be z-scored and carry no information.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            mean = np.nanmean(values, axis=0)
+            std = np.nanstd(values, axis=0)
+        nobs = (~np.isnan(values)).sum(axis=0)
+        keep = (std > 1e-12 * np.maximum(1.0, np.abs(mean))) & (nobs >= 2)
+        if not keep.all():
+            gone = [f"{b}/{m}" for (b, m), k in zip(columns, keep) if not k]
+            warnings.warn(f"dropping {len(gone)} column(s) constant over the encoders (nothing to predict "
+                          f"or learn from): {gone}", stacklevel=2)
+        lost = [b for b in dict.fromkeys(bench_of) if not keep[bench_of == b].any()]
+        if lost:
+            warnings.warn(f"benchmark(s) {lost} have only constant columns and leave the search", stacklevel=2)
+        values, columns, mean, std = values[:, keep], [c for c, k in zip(columns, keep) if k], mean[keep], std[keep]
+        self.encoders = encoders
+        self.columns = columns
+        self.benchmarks = list(dict.fromkeys(b for b, _ in columns))
+        self.bench_columns = [np.array([j for j, (b, _) in enumerate(columns) if b == name]) for name in self.benchmarks]
+        self.raw = values
+        z = (values - mean) / std
+        self.observed = ~np.isnan(z)
+        self.complete = bool(self.observed.all())
+        n = len(encoders)
+        n_val = math.ceil(cfg.val_fraction * n)
+        if n - n_val < 2 or n_val < 1:
+            raise ValueError(f"too few encoders for a train/validation split: {n} encoder(s) "
+                             f"(val_fraction={cfg.val_fraction} leaves {n - n_val} for training, {n_val} for "
+                             f"validation); EEVEE needs at least 2 training and 1 validation encoder")
+        self.splits = [(np.sort(tr), np.sort(va)) for tr, va in
+                       ShuffleSplit(n_splits=cfg.n_splits, test_size=n_val, random_state=cfg.seed).split(np.arange(n))]
+        dt = torch.float32
+        self.z = torch.as_tensor(np.nan_to_num(z, nan=0.0), dtype=dt)
+        self.obs = torch.as_tensor(self.observed, dtype=dt)
+        # Shared initial weights, per split (drawn once, reused by every candidate).
+        gen = torch.Generator().manual_seed(int(cfg.seed))
+        S, D, H = len(self.splits), len(columns), cfg.hidden
+        self.u1 = torch.rand(S, D, H, generator=gen, dtype=dt) * 2 - 1  # first layer, one row per column
+        self.ub1 = torch.rand(S, H, generator=gen, dtype=dt) * 2 - 1
+        bound2 = 1.0 / math.sqrt(H)
+        self.w2 = (torch.rand(S, H, D, generator=gen, dtype=dt) * 2 - 1) * bound2
+        self.b2 = (torch.rand(S, D, generator=gen, dtype=dt) * 2 - 1) * bound2
+
+    @property
+    def n_benchmarks(self) -> int:
+        return len(self.benchmarks)
+
+    def columns_of(self, subset: Sequence[int]) -> np.ndarray:
+        if len(subset) == 0:
+            return np.zeros(0, dtype=int)
+        return np.concatenate([self.bench_columns[b] for b in sorted(subset)])
+
+    def init_first_layer(self, split: int, cols: np.ndarray):
+        """(weight (d_in, H), bias (H,)) of a candidate's first layer on one split."""
+        d = len(cols)
+        scale = 1.0 / math.sqrt(d) if d else 0.0
+        return self.u1[split, cols] * scale, self.ub1[split] * scale
+
+    def names(self, subset: Iterable[int]) -> tuple[str, ...]:
+        return tuple(self.benchmarks[b] for b in sorted(subset))
+
+    def indices(self, names: Iterable[str]) -> tuple[int, ...]:
+        idx = []
+        for name in names:
+            if name not in self.benchmarks:
+                raise ValueError(f"unknown benchmark {name!r}; the table has {self.benchmarks}")
+            idx.append(self.benchmarks.index(name))
+        return tuple(sorted(idx))
+
+
+# ----------------------------------------------------------------------------------------- scorers
+
+
+def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int | None = None,
+                  workers: int | None = None) -> np.ndarray:
+    """Validation MSE of every (subset, split): array (len(subsets), n_splits). Trained as a batch.
+
+    The candidates are cut into tasks of about ``chunk`` (candidate × split) models, each trained as
+    one batch of stacked tensors; ``workers`` tasks run at once on their own threads, each with
+    single-threaded torch ops (small batches of tiny matmuls scale better across cores this way than
+    with intra-op threads, and stay in cache). Results do not depend on ``workers``.
+    """
+    import torch
+
+    chunk = int(chunk or problem.cfg.chunk)
+    workers = int(workers or problem.cfg.workers or torch.get_num_threads())
+    S = len(problem.splits)
+    out = np.full((len(subsets), S), np.nan)
+    if not subsets:
+        return out
+    widths = np.array([len(problem.columns_of(s)) for s in subsets])
+    order = np.argsort(widths, kind="stable")  # similar widths share a task: less padding
+    per = max(1, chunk // S)
+    tasks = [order[i:i + per] for i in range(0, len(order), per)]
+
+    def run(idx: np.ndarray) -> None:
+        out[idx] = _train_chunk(problem, [problem.columns_of(subsets[i]) for i in idx])
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with torch.no_grad():
+            if workers <= 1 or len(tasks) == 1:
+                for idx in tasks:
+                    run(idx)
+            else:
+                from concurrent.futures import ThreadPoolExecutor
+
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    for _ in pool.map(run, tasks):
+                        pass
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
+def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
+    import torch
+
+    cfg = problem.cfg
+    z, obs = problem.z, problem.obs
+    n_enc, D = z.shape
+    H, S, C = cfg.hidden, len(problem.splits), len(cols_list)
+    M = C * S
+    dmax = max(len(c) for c in cols_list)
+    pad = D  # index of an all-zero (and "observed") column appended to the table
+    col_idx = torch.full((C, dmax), pad, dtype=torch.long)
+    widths = torch.zeros(C)
+    for c, cols in enumerate(cols_list):
+        col_idx[c, :len(cols)] = torch.as_tensor(cols, dtype=torch.long)
+        widths[c] = len(cols)
+    zpad = torch.cat([z, torch.zeros(n_enc, 1)], dim=1)
+    opad = torch.cat([obs, torch.ones(n_enc, 1)], dim=1)
+    tr = torch.as_tensor(np.stack([t for t, _ in problem.splits]), dtype=torch.long)  # (S, n_tr)
+    va = torch.as_tensor(np.stack([v for _, v in problem.splits]), dtype=torch.long)
+
+    def inputs(rows: torch.Tensor) -> torch.Tensor:  # (S, n) → (M, n, 1 + dmax) with a leading ones column
+        x = zpad[rows][:, :, col_idx]  # (S, n, C, dmax)
+        x = x.permute(2, 0, 1, 3).reshape(M, rows.shape[1], dmax)
+        return torch.cat([torch.ones(M, rows.shape[1], 1), x], dim=2).contiguous()
+
+    def row_ok(rows: torch.Tensor) -> torch.Tensor:  # (M, n): the encoder has every input column
+        ok = opad[:, col_idx].all(dim=2).to(z.dtype)  # (n_enc, C)
+        return ok[rows].permute(2, 0, 1).reshape(M, rows.shape[1])
+
+    n_tr = tr.shape[1]
+    x_tr = inputs(tr)
+    x_trT = x_tr.transpose(1, 2).contiguous()
+    y_tr = z[tr]  # (S, n_tr, D), shared by the candidates
+    # Parameters, stacked: first layer [bias; weights; zero padding], second layer [weights; bias].
+    w1 = torch.zeros(C, S, 1 + dmax, H)
+    scale = torch.where(widths > 0, widths.clamp(min=1).rsqrt(), torch.zeros(()))  # 1/sqrt(fan_in)
+    w1[:, :, 0, :] = problem.ub1[None] * scale[:, None, None]
+    u = torch.cat([problem.u1, torch.zeros(S, 1, H)], dim=1)[:, col_idx]  # (S, C, dmax, H)
+    w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
+    w1 = w1.reshape(M, 1 + dmax, H).contiguous()
+    w2 = torch.cat([problem.w2, problem.b2[:, None, :]], dim=1)  # (S, H + 1, D)
+    w2 = w2[None].expand(C, S, H + 1, D).reshape(M, H + 1, D).contiguous()
+    w1.grad = torch.zeros_like(w1)
+    w2.grad = torch.zeros_like(w2)
+    opt = _AdamW([w1, w2], cfg)
+    # Loss weights: d(mean squared error)/d(output) = 2 (out - y) * mask / count.
+    if problem.complete:
+        dscale: float | torch.Tensor = 2.0 / (n_tr * D)
+    else:
+        mask = row_ok(tr)[:, :, None] * obs[tr].repeat(C, 1, 1)  # (M, n_tr, D)
+        count = mask.sum(dim=(1, 2), keepdim=True).clamp(min=1.0)
+        dscale = (2.0 * mask / count).contiguous()
+    ha = torch.ones(M, n_tr, H + 1)  # hidden activations with a ones column for the output bias
+    h = ha[:, :, :H]
+    haT = torch.empty(M, H + 1, n_tr)
+    pre = torch.empty(M, n_tr, H)
+    out = torch.empty(M, n_tr, D)
+    dh = torch.empty(M, n_tr, H)
+    out4 = out.view(C, S, n_tr, D)
+    w2T = w2[:, :H, :].transpose(1, 2)
+    for _ in range(cfg.epochs):
+        torch.bmm(x_tr, w1, out=pre)
+        torch.clamp(pre, min=0, out=h)
+        torch.bmm(ha, w2, out=out)
+        out4.sub_(y_tr)
+        out.mul_(dscale)  # out now holds dLoss/dOutput
+        haT.copy_(ha.transpose(1, 2))
+        torch.bmm(haT, out, out=w2.grad)
+        torch.bmm(out, w2T, out=dh)
+        dh.masked_fill_(pre <= 0, 0.0)  # ReLU'
+        torch.bmm(x_trT, dh, out=w1.grad)
+        opt.step()
+    # Validation MSE over the observed entries of the validation encoders.
+    x_va = inputs(va)
+    pred = torch.baddbmm(w2[:, H:, :], torch.relu(torch.bmm(x_va, w1)), w2[:, :H, :])
+    err = (pred.view(C, S, -1, D) - z[va]).square_()
+    if problem.complete:
+        mse = err.mean(dim=(2, 3))
+    else:
+        vmask = (row_ok(va)[:, :, None] * obs[va].repeat(C, 1, 1)).view(C, S, -1, D)
+        cnt = vmask.sum(dim=(2, 3))
+        mse = (err * vmask).sum(dim=(2, 3)) / cnt  # 0/0 → NaN: no observed validation entry
+    return mse.double().numpy()
+
+
+class _AdamW:
+    """``torch.optim.AdamW`` (default betas and eps) on stacked tensors without the per-step Python
+    overhead of ``torch.optim``: the same fused kernel, called directly. Falls back to the public
+    optimizer where that kernel is missing."""
+
+    def __init__(self, params, cfg: EeveeConfig) -> None:
+        import torch
+
+        self.params = list(params)
+        self.grads = [p.grad for p in self.params]
+        self.lr, self.wd = float(cfg.lr), float(cfg.weight_decay)
+        self.fused = getattr(torch, "_fused_adamw_", None)
+        if self.fused is not None:
+            self.m = [torch.zeros_like(p) for p in self.params]
+            self.v = [torch.zeros_like(p) for p in self.params]
+            self.steps = [torch.zeros((), dtype=torch.float32) for _ in self.params]
+        else:  # pragma: no cover - every torch this project supports has the fused CPU kernel
+            self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.wd)
+
+    def step(self) -> None:
+        import torch
+
+        if self.fused is None:  # pragma: no cover
+            self.opt.step()
+            return
+        torch._foreach_add_(self.steps, 1)
+        self.fused(self.params, self.grads, self.m, self.v, [], self.steps, lr=self.lr, beta1=0.9, beta2=0.999,
+                   weight_decay=self.wd, eps=1e-8, amsgrad=False, maximize=False)
+
+
+def score_looped(problem: Problem, subsets: Sequence[Sequence[int]]) -> np.ndarray:
+    """The reference scorer: one ordinary ``nn.Module`` per (subset, split), trained with autograd.
+
+    Same data, same initial weights, same optimiser as :func:`score_batched`; used to check it and to
+    measure its speed-up (``benchmarks/bench_eevee.py``).
+    """
+    import torch
+    from torch import nn
+
+    cfg = problem.cfg
+    z, obs = problem.z, problem.obs
+    D, H = z.shape[1], cfg.hidden
+    out = np.full((len(subsets), len(problem.splits)), np.nan)
+    for c, subset in enumerate(subsets):
+        cols = torch.as_tensor(problem.columns_of(subset), dtype=torch.long)
+        ok = obs[:, cols].all(dim=1) if len(cols) else torch.ones(z.shape[0], dtype=torch.bool)
+        for s, (tr, va) in enumerate(problem.splits):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # nn.Linear(0, H) warns about empty init
+                model = nn.Sequential(nn.Linear(len(cols), H), nn.ReLU(), nn.Linear(H, D))
+            w1, b1 = problem.init_first_layer(s, cols.numpy())
+            with torch.no_grad():
+                model[0].weight.copy_(w1.T)
+                model[0].bias.copy_(b1)
+                model[2].weight.copy_(problem.w2[s].T)
+                model[2].bias.copy_(problem.b2[s])
+            opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+            tr_t, va_t = torch.as_tensor(tr), torch.as_tensor(va)
+            x, y = z[tr_t][:, cols], z[tr_t]
+            mask = ok[tr_t, None].float() * obs[tr_t]
+            count = mask.sum().clamp(min=1.0)
+            for _ in range(cfg.epochs):
+                opt.zero_grad()
+                loss = (((model(x) - y) ** 2) * mask).sum() / count
+                loss.backward()
+                opt.step()
+            with torch.no_grad():
+                vmask = ok[va_t, None].float() * obs[va_t]
+                err = ((model(z[va_t][:, cols]) - z[va_t]) ** 2) * vmask
+                out[c, s] = float(err.sum() / vmask.sum()) if vmask.sum() > 0 else np.nan
+    return out
+
+
+def fitness_stats(per_split: np.ndarray) -> pd.DataFrame:
+    """mean (the fitness), std (ddof=1), min and max of the validation MSE over the splits."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mean = np.nanmean(per_split, axis=1)
+        std = np.nanstd(per_split, axis=1, ddof=1) if per_split.shape[1] > 1 else np.zeros(len(per_split))
+        lo, hi = np.nanmin(per_split, axis=1), np.nanmax(per_split, axis=1)
+    mean = np.where(np.isnan(mean), np.inf, mean)
+    return pd.DataFrame({"mean": mean, "std": std, "min": lo, "max": hi})
+
+
+# ------------------------------------------------------------------------------------------ search
+
+
+@dataclasses.dataclass
+class SearchResult:
+    k: int
+    ranked: pd.DataFrame  # every evaluated subset, best first
+    population: list[tuple[int, ...]]  # the final population, best first
+    best: tuple[str, ...]
+    best_fitness: float
+    history: list[float]  # best fitness after the initial population and after each generation
+    n_evaluated: int
+    seconds: float
+
+
+class Evaluator:
+    """Scores subsets in batches and remembers every result (a subset is trained once)."""
+
+    def __init__(self, problem: Problem, scorer=score_batched) -> None:
+        self.problem = problem
+        self.scorer = scorer
+        self.cache: dict[tuple[int, ...], np.ndarray] = {}
+
+    def __call__(self, subsets: Iterable[tuple[int, ...]]) -> None:
+        todo = list(dict.fromkeys(s for s in subsets if s not in self.cache))
+        if todo:
+            for s, res in zip(todo, self.scorer(self.problem, todo)):
+                self.cache[s] = res
+
+    def fitness(self, subset: tuple[int, ...]) -> float:
+        per = self.cache[subset]
+        return float(np.nanmean(per)) if not np.isnan(per).all() else float("inf")
+
+    def rank(self, subsets: Iterable[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        names = self.problem.names
+        return sorted(set(subsets), key=lambda s: (self.fitness(s), names(s)))
+
+
+def search(problem: Problem, k: int, evaluator: Evaluator | None = None) -> SearchResult:
+    """The evolutionary search for the best k-subset of benchmarks (see the module docstring)."""
+    from tqdm.auto import tqdm
+
+    cfg = problem.cfg
+    nb = problem.n_benchmarks
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise ValueError(f"k must be a positive integer, got {k!r}")
+    if k >= nb:
+        raise ValueError(f"k={k} must be smaller than the number of benchmarks ({nb}: {problem.benchmarks}); "
+                         f"there would be nothing left to predict")
+    evaluator = evaluator or Evaluator(problem)
+    rng = np.random.default_rng([int(cfg.seed), int(k)])
+    t0 = time.perf_counter()
+    total = math.comb(nb, k)
+    if total <= cfg.population:
+        initial = [tuple(c) for c in combinations(range(nb), k)]
+    else:
+        seen: dict[tuple[int, ...], None] = {}
+        while len(seen) < cfg.population:
+            seen[tuple(sorted(int(i) for i in rng.choice(nb, size=k, replace=False)))] = None
+        initial = list(seen)
+    bar = tqdm(total=cfg.generations + 1, desc=f"EEVEE k={k}", disable=not cfg.progress, leave=False, unit="gen")
+    evaluator(initial)
+    evaluated = set(initial)
+    population = evaluator.rank(initial)[:cfg.keep]
+    history = [evaluator.fitness(population[0])]
+    bar.update(1)
+    bar.set_postfix(best=f"{history[-1]:.4f}")
+    for _ in range(cfg.generations):
+        children = []
+        for parent in population:
+            members = list(parent)
+            others = [b for b in range(nb) if b not in parent]
+            for _ in range(cfg.children):
+                i = int(rng.integers(k))
+                j = int(others[int(rng.integers(len(others)))])
+                children.append(tuple(sorted(members[:i] + [j] + members[i + 1:])))
+        evaluator(children)
+        evaluated.update(children)
+        population = evaluator.rank(list(population) + children)[:cfg.keep]
+        history.append(evaluator.fitness(population[0]))
+        bar.update(1)
+        bar.set_postfix(best=f"{history[-1]:.4f}")
+    bar.close()
+    ranked = evaluator.rank(evaluated)
+    stats = fitness_stats(np.stack([evaluator.cache[s] for s in ranked]))
+    table = pd.DataFrame({
+        "rank": np.arange(1, len(ranked) + 1),
+        "k": k,
+        "subset": [";".join(problem.names(s)) for s in ranked],
+        "n_inputs": [len(problem.columns_of(s)) for s in ranked],
+    })
+    table = pd.concat([table, stats], axis=1)
+    table["in_final_population"] = [s in set(population) for s in ranked]
+    best = population[0]
+    return SearchResult(k=k, ranked=table, population=population, best=problem.names(best),
+                        best_fitness=evaluator.fitness(best), history=history, n_evaluated=len(evaluated),
+                        seconds=time.perf_counter() - t0)
+
+
+def importance(problem: Problem, subset: Sequence[str] | Sequence[int], evaluator: Evaluator | None = None
+               ) -> pd.DataFrame:
+    """Leave-one-out importance: refit without each member; the increase of the validation MSE."""
+    evaluator = evaluator or Evaluator(problem)
+    idx = problem.indices(subset) if subset and isinstance(next(iter(subset)), str) else tuple(sorted(subset))
+    without = [tuple(b for b in idx if b != m) for m in idx]
+    evaluator([idx] + without)
+    base = evaluator.fitness(idx)
+    rows = []
+    for m, sub in zip(idx, without):
+        f = evaluator.fitness(sub)
+        rows.append({"benchmark": problem.benchmarks[m], "fitness_with": base, "fitness_without": f,
+                     "increase": f - base, "increase_pct": 100.0 * (f - base) / base if base else np.nan})
+    return pd.DataFrame(rows).sort_values("increase", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# ------------------------------------------------------------------------------------------- runner
+
+
+@dataclasses.dataclass
+class EeveeRun:
+    results: dict[int, SearchResult]
+    importances: dict[int, pd.DataFrame]
+    files: dict[str, Path]
+    summary: pd.DataFrame
+
+
+def run_eevee(table: PerformanceTable | str | Path | pd.DataFrame, ks: int | Sequence[int], out: str | Path,
+              cfg: EeveeConfig | None = None, with_importance: bool = True, figures: bool = True) -> EeveeRun:
+    """Search for every k, compute importances, write ``k=<k>.csv``, ``importance_k=<k>.csv``,
+    ``summary.csv`` and the figures under ``out``."""
+    cfg = cfg or EeveeConfig()
+    if not isinstance(table, PerformanceTable):
+        table = performance_table(table)
+    ks = [int(ks)] if isinstance(ks, (int, np.integer)) else [int(k) for k in ks]
+    if not ks:
+        raise ValueError("k: give at least one subset size")
+    problem = Problem(table, cfg)
+    bad = [k for k in ks if k < 1 or k >= problem.n_benchmarks]
+    if bad:
+        raise ValueError(f"k={bad}: every k must satisfy 1 <= k < number of benchmarks ({problem.n_benchmarks})")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    evaluator = Evaluator(problem)
+    results, importances, files, rows = {}, {}, {}, []
+    for k in ks:
+        res = search(problem, k, evaluator)
+        results[k] = res
+        path = out / f"k={k}.csv"
+        res.ranked.to_csv(path, index=False)
+        files[path.name] = path
+        if with_importance:
+            imp = importance(problem, res.best, evaluator)
+            importances[k] = imp
+            path = out / f"importance_k={k}.csv"
+            imp.to_csv(path, index=False)
+            files[path.name] = path
+        top = res.ranked[res.ranked["in_final_population"]]
+        rows.append({"k": k, "best_subset": ";".join(res.best), "best_fitness": res.best_fitness,
+                     "top_mean": float(top["mean"].mean()), "n_evaluated": res.n_evaluated,
+                     "seconds": round(res.seconds, 2)})
+    summary = pd.DataFrame(rows)
+    summary.to_csv(out / "summary.csv", index=False)
+    files["summary.csv"] = out / "summary.csv"
+    if figures:
+        from gate.analysis import figures as figs
+
+        fig_dir = out / "figures"
+        fig_dir.mkdir(exist_ok=True)
+        for k, imp in importances.items():
+            p = figs.importance_bar(imp, k, fig_dir / f"importance_k={k}.png")
+            files[f"figures/{p.name}"] = p
+        p = figs.k_sweep_box({k: r.ranked.loc[r.ranked["in_final_population"], "mean"].to_numpy()
+                              for k, r in results.items()}, fig_dir / "k_sweep.png")
+        files[f"figures/{p.name}"] = p
+    return EeveeRun(results, importances, files, summary)
