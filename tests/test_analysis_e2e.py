@@ -119,13 +119,13 @@ def _chromium() -> str | None:
     return None
 
 
-@pytest.mark.slow
-def test_report_opens_in_a_headless_browser_and_shows_its_figures(report, tmp_path):
+def check_report_in_browser(report_html: Path, tmp_path: Path) -> None:
+    """Open report.html in headless chromium: every figure decodes, no console errors, not blank."""
     browser = _chromium()
     if browser is None:
         pytest.skip("no chromium on this machine (Debian: apt-get install chromium) - cannot open report.html headless")
-    out, _ = report
-    url = (out / "report.html").resolve().as_uri()
+    out = report_html.parent
+    url = report_html.resolve().as_uri()
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
              "--enable-logging=stderr", "--v=0", f"--user-data-dir={tmp_path / 'profile'}"]
@@ -149,6 +149,55 @@ def test_report_opens_in_a_headless_browser_and_shows_its_figures(report, tmp_pa
     pixels = np.asarray(Image.open(shot).convert("L"), dtype=float)
     assert pixels.std() > 5.0, "the screenshot is blank"
     assert (pixels < 128).mean() > 0.01  # text and figures are drawn
+
+
+def test_report_opens_in_a_headless_browser_and_shows_its_figures(report, tmp_path):
+    out, _ = report
+    check_report_in_browser(out / "report.html", tmp_path)
+
+
+@pytest.mark.slow
+def test_gate_run_records_to_report(tmp_path):
+    """Real gate-run records (one tiny fine-tune) joined by records of more encoders and of
+    transferability scores in the same store, through gate-analysis to a report that opens."""
+    root = tmp_path / "gate_outputs"
+    run = subprocess.run([sys.executable, "-m", "gate.cli.run", "dataset=digits", "encoder=resnet18_scratch",
+                          "trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_val_samples=64",
+                          "data.max_test_samples=64", "logger=csv", f"paths.root={root}"],
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    store = ResultsStore(root / "results" / "records.jsonl")
+    real = store.records()
+    assert real and {r["kind"] for r in real} == {"finetune"}
+    rng = np.random.default_rng(0)
+    extra = []
+    for i, enc in enumerate(["encoder_b", "encoder_c", "encoder_d"]):
+        for r in real:  # the same experiment configuration, another encoder
+            cfg = dict(r["config"], encoder={"name": enc})
+            extra.append(Record(**{**r, "experiment": f"{r['experiment']}-{enc}", "encoder": enc, "config": cfg,
+                                   "value": float(r["value"]) * (1.2 + 0.3 * i), "timestamp": ""}))
+    acc = {r["encoder"]: r["value"] for r in [*real, *[e.to_dict() for e in extra]]
+           if r["metric"] == "acc@1" and r["split"] == "test"}
+    for enc, a in acc.items():
+        for name, hib in (("logme", True), ("coral", False)):
+            extra.append(Record(experiment=f"score-{enc}", kind="score", encoder=enc, dataset="digits",
+                                task="classification", adapter="", recipe="", seed=0, split="train", metric=name,
+                                value=(a if hib else -a) + 0.01 * rng.normal(), higher_is_better=hib))
+    store.append(extra)
+    proc = subprocess.run([sys.executable, "-m", "gate.cli.analysis", f"paths.root={root}", "target=acc@1"],
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = root / "reports" / "latest"
+    for name in EXPECTED + ["figures/scores_digits_acc@1.png"]:
+        assert (out / name).is_file(), name
+    table = pd.read_csv(out / "table.csv")
+    assert set(table.columns[4:]) == {"resnet18_scratch", "encoder_b", "encoder_c", "encoder_d"}
+    assert table["dataset"].tolist().count("digits") == len(table)  # one configuration: no variant split
+    corr = pd.read_csv(out / "correlations.csv")
+    assert set(corr["score_metric"]) == {"logme", "coral"} and (corr["n"] == 4).all()
+    tiers = pd.read_csv(out / "tiers.csv")
+    assert "family:Img Class" in tiers.columns
+    check_report_in_browser(out / "report.html", tmp_path)
 
 
 def test_paper_table_analysis_in_process(tmp_path):
