@@ -12,9 +12,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.mixture import GaussianMixture
-from threadpoolctl import threadpool_limits
 
 from . import _linalg
 from ._validation import DTYPE, check_features, check_labels, entropy_of_labels
@@ -70,6 +67,10 @@ def _nleep(f: torch.Tensor, lab: torch.Tensor, num_classes: int, variance: float
         raise ValueError(f"variance must be in (0, 1], got {variance!r}")
     if int(components_per_class) < 1:
         raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.mixture import GaussianMixture
+    from threadpoolctl import threadpool_limits
+
     x = pca_scores(f, float(variance)).cpu().numpy()
     n_components = min(int(components_per_class) * num_classes, x.shape[0])
     gmm = GaussianMixture(n_components=n_components, covariance_type=covariance_type, reg_covar=reg_covar,

@@ -1,0 +1,146 @@
+"""Feature extraction with an on-disk cache: one pass of an encoder over one dataset split.
+
+``cached_features(config, split, max_samples, cache_dir)`` returns a :class:`FeatureSet` — pooled features
+``(n, D)``, integer labels ``(n,)`` and, for encoders with a source classification head, source-class
+probabilities ``(n, S)`` (softmax of the head's logits). The first call builds the encoder and the split,
+runs the encoder once (eval mode, no gradients, deterministic evaluation transform — never the training
+augmentation, whatever the split) and saves the result; later calls with the same key load it.
+
+The cache key is a hash of everything that changes the numbers: the resolved encoder config (including its
+``image_size`` and other transform settings), the resolved dataset config, the split, the seed (which fixes
+the deterministic splits and the subsample) and ``max_samples``. Files live at
+``<cache_dir>/features/<encoder>/<dataset>/<split>-<key>.pt`` with a readable ``.json`` of the key next to
+them, and are written atomically (temporary file, then rename).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .build import build_encoder, build_spec, build_splits, to_plain
+from .results import experiment_id
+
+__all__ = ["FeatureSet", "feature_cache_key", "feature_cache_path", "extract_features", "cached_features"]
+
+SPLITS = ("train", "val", "test")
+
+
+@dataclasses.dataclass
+class FeatureSet:
+    """One pass of features over one split."""
+
+    features: torch.Tensor  # (n, D) float32
+    labels: torch.Tensor  # (n,) int64
+    source_probs: torch.Tensor | None  # (n, S) float32 rows summing to 1, or None without a source head
+    meta: dict[str, Any]
+    path: Path | None = None
+    from_cache: bool = False
+    seconds: float = 0.0  # extraction time (0 when loaded from the cache)
+
+    @property
+    def num_samples(self) -> int:
+        return int(self.features.shape[0])
+
+
+def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | None) -> dict[str, Any]:
+    """The plain-data description of a feature pass (what the cache is keyed by)."""
+    config = to_plain(config)
+    return {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
+            "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples)}
+
+
+def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> Path:
+    digest = experiment_id(dict(key), drop=())
+    return (Path(cache_dir).expanduser().resolve() / "features" / str(key["encoder"].get("name", "encoder"))
+            / str(key["dataset"].get("name", "dataset")) / f"{key['split']}-{digest}.pt")
+
+
+@torch.inference_mode()
+def extract_features(encoder, loader, *, device: str | torch.device = "cpu", progress: bool = True,
+                     desc: str = "features") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Run ``encoder`` over ``loader`` (dict batches with a ``"label"`` key); return features, labels and
+    source probabilities (None when the encoder returns no source logits)."""
+    from tqdm.auto import tqdm
+
+    device = torch.device(device)
+    was_training = encoder.training
+    encoder.eval().to(device)
+    feats, labels, probs = [], [], []
+    try:
+        for batch in tqdm(loader, desc=desc, disable=not progress, unit="batch", leave=False):
+            label = batch.pop("label")
+            inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
+            out = encoder(inputs)
+            feats.append(out.features.float().cpu())
+            labels.append(label.long().cpu())
+            if out.source_logits is not None:
+                probs.append(torch.softmax(out.source_logits.double(), dim=1).float().cpu())
+    finally:
+        encoder.train(was_training)
+    if not feats:
+        raise ValueError(f"{desc}: the data loader yielded no batches")
+    if probs and len(probs) != len(feats):  # pragma: no cover - an encoder that sometimes returns logits
+        raise RuntimeError("the encoder returned source logits for some batches but not others")
+    return torch.cat(feats), torch.cat(labels), torch.cat(probs) if probs else None
+
+
+def cached_features(config: Mapping[str, Any], split: str = "train", max_samples: int | None = None,
+                    cache_dir: str | os.PathLike | None = None, *, refresh: bool = False, batch_size: int = 128,
+                    num_workers: int = 0, device: str | torch.device = "cpu", progress: bool = True) -> FeatureSet:
+    """Features of ``config.encoder`` on split ``split`` of ``config.dataset`` (at most ``max_samples``,
+    a seeded subsample), from the cache in ``cache_dir`` when present (``refresh=True`` re-extracts).
+
+    ``config`` needs ``encoder``, ``dataset`` and ``seed`` (e.g. a composed ``score.yaml``); ``cache_dir=None``
+    disables the cache.
+    """
+    import time
+
+    from torch.utils.data import DataLoader
+
+    from .data.datamodule import TransformedSplit
+
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if max_samples is not None and int(max_samples) < 2:
+        raise ValueError(f"max_samples must be >= 2 or null (the whole split), got {max_samples!r}")
+    key = feature_cache_key(config, split, max_samples)
+    path = feature_cache_path(cache_dir, key) if cache_dir is not None else None
+    if path is not None and path.is_file() and not refresh:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+        return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
+                          from_cache=True)
+
+    start = time.perf_counter()
+    encoder = build_encoder(key["encoder"])
+    spec = build_spec(key["dataset"])
+    encoder.check_modality(spec.modality, spec.name)
+    splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]})
+    data = TransformedSplit(splits[split], spec.input_column, encoder.transform(spec.modality, False))
+    loader = DataLoader(data, batch_size=int(batch_size), shuffle=False, num_workers=int(num_workers))
+    desc = f"{key['encoder'].get('name', 'encoder')} × {spec.name}/{split}"
+    feats, labels, probs = extract_features(encoder, loader, device=device, progress=progress, desc=desc)
+    seconds = time.perf_counter() - start
+    if path is not None:
+        _save_atomic(path, {"features": feats, "labels": labels, "source_probs": probs}, key)
+    return FeatureSet(feats, labels, probs, dict(key), path, from_cache=False, seconds=seconds)
+
+
+def _save_atomic(path: Path, blob: dict[str, Any], key: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(blob, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    path.with_suffix(".json").write_text(json.dumps(key, indent=2, sort_keys=True, default=str) + "\n")
