@@ -135,11 +135,14 @@ def task_prior_moments(K_eval: Any, K_prior: Any = None, temperature: float = 1.
     var = torch.zeros((), dtype=DTYPE, device=device)
     for start in range(0, n, chunk):
         stop = min(n, start + chunk)
-        e = _rows(ke, start, stop, device)
-        p = sum(_rows(k, start, stop, device) for k in priors)
-        s = torch.sigmoid(p / temperature)
-        mean += (e * s).sum()
-        var += (e * e * s * (1 - s)).sum()
+        e = _rows(ke, start, stop, device).reshape(-1)
+        s = _rows(priors[0], start, stop, device).reshape(-1).clone()
+        for k in priors[1:]:
+            s += _rows(k, start, stop, device).reshape(-1)
+        s.div_(temperature).sigmoid_()  # σ_ij, in place: one block-sized buffer per kernel
+        mean += torch.dot(e, s)
+        s.addcmul_(s, s, value=-1.0)  # σ(1 − σ)
+        var += torch.dot(e.square_(), s)
     return TaskPriorMoments(float(mean), float(var))
 
 
