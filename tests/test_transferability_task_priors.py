@@ -58,6 +58,9 @@ def test_moments_formula_dense_lowrank_chunked_and_summed_priors():
     for m in (dense, low):
         assert m.mean == pytest.approx(expected[0], rel=1e-10)
         assert m.var == pytest.approx(expected[1], rel=1e-10)
+    kt = torch.tensor(k1)
+    T.task_prior_moments(kt, temperature=t, chunk_size=5)
+    assert torch.equal(kt, torch.tensor(k1))  # inputs are never modified
     own = T.task_prior_moments(k1, temperature=t)  # K_prior=None: the model's own kernel
     s1 = 1 / (1 + np.exp(-k1 / t))
     assert own.mean == pytest.approx(np.sum(k1 * s1), rel=1e-10)

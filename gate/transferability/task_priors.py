@@ -142,7 +142,7 @@ def task_prior_moments(K_eval: Any, K_prior: Any = None, temperature: float = 1.
         s.div_(temperature).sigmoid_()  # σ_ij, in place: one block-sized buffer per kernel
         mean += torch.dot(e, s)
         s.addcmul_(s, s, value=-1.0)  # σ(1 − σ)
-        var += torch.dot(e.square_(), s)
+        var += torch.dot(e.square(), s)  # not in place: e may be a view of the caller's kernel
     return TaskPriorMoments(float(mean), float(var))
 
 
