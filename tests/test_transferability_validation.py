@@ -138,3 +138,13 @@ def test_cuda_tensors_stay_on_their_device():
     ft, yt, pt = (torch.tensor(a).cuda() for a in (f, y, p))
     for name in ("logme", "h_score", "shrinkage_h_score", "transrate", "lfc", "rankme", "leep", "nce"):
         assert call(name, ft, yt, pt) == pytest.approx(call(name, f, y, p), rel=1e-7), name
+
+
+def test_inputs_are_never_modified():
+    f, y, p = data(30, 40, 3)  # n < d exercises the n×n routes
+    ft, yt, pt = torch.tensor(f), torch.tensor(y), torch.tensor(p)
+    for name in sorted(T.SCORES):
+        call(name, ft, yt, pt)
+    for name, metric in T.DISCREPANCIES.items():
+        metric.fn(ft, ft * 2)
+    assert torch.equal(ft, torch.tensor(f)) and torch.equal(yt, torch.tensor(y)) and torch.equal(pt, torch.tensor(p))
