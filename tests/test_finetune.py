@@ -108,7 +108,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
 
 def test_gate_run_cli_on_fashion_mnist(tmp_path):
     """The console script itself, on the real Fashion-MNIST files, W&B offline."""
-    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={tmp_path}", "image_size=32", "trainer.max_steps=20",
+    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={tmp_path}", "image_size=48", "trainer.max_steps=30",
            "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", "data.max_val_samples=128",
            "data.max_test_samples=256"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
@@ -116,5 +116,5 @@ def test_gate_run_cli_on_fashion_mnist(tmp_path):
     assert "test/acc@1" in proc.stdout and "results store:" in proc.stdout and "wandb" in proc.stdout
     rows = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     acc = next(r["value"] for r in rows if r["split"] == "test" and r["metric"] == "acc@1")
-    assert acc > 0.3  # 10 classes: chance is 0.1
+    assert acc > 0.4  # 10 classes: chance is 0.1
     assert list((tmp_path / "wandb").rglob("offline-run-*"))
