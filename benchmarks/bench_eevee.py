@@ -33,6 +33,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (the loop's intra-op threads)")
     ap.add_argument("--workers", type=int, default=None, help="batched scorer: parallel chunks (default: threads)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timing rounds; the minimum (least disturbed by other processes) and median are shown")
     ap.add_argument("--no-search", action="store_true")
     args = ap.parse_args()
 
@@ -52,19 +54,27 @@ def main() -> None:
     subsets = [tuple(sorted(int(i) for i in rng.choice(problem.n_benchmarks, args.k, replace=False)))
                for _ in range(args.candidates)]
     score_batched(problem, subsets[:2])  # warm-up (first-call allocations, BLAS initialisation)
-    t0, c0 = time.perf_counter(), time.process_time()
-    batched = score_batched(problem, subsets)
-    tb, cb = (time.perf_counter() - t0) / len(subsets), (time.process_time() - c0) / len(subsets)
     n_loop = args.looped_candidates or len(subsets)
-    t0, c0 = time.perf_counter(), time.process_time()
-    looped = score_looped(problem, subsets[:n_loop])
-    tl, cl = (time.perf_counter() - t0) / n_loop, (time.process_time() - c0) / n_loop
+    tb, tl, cb, cl = [], [], [], []
+    for _ in range(args.repeat):  # interleaved, so that both see the same background load
+        t0, c0 = time.perf_counter(), time.process_time()
+        batched = score_batched(problem, subsets)
+        tb.append((time.perf_counter() - t0) / len(subsets))
+        cb.append((time.process_time() - c0) / len(subsets))
+        t0, c0 = time.perf_counter(), time.process_time()
+        looped = score_looped(problem, subsets[:n_loop])
+        tl.append((time.perf_counter() - t0) / n_loop)
+        cl.append((time.process_time() - c0) / n_loop)
+    tb, tl, cb, cl = (np.array(v) for v in (tb, tl, cb, cl))
     diff = np.abs(batched[:n_loop] - looped).max()
     fit_diff = np.abs(batched[:n_loop].mean(1) - looped.mean(1)).max()
-    print(f"batched: {tb * 1e3:8.2f} ms per candidate wall, {cb * 1e3:8.2f} ms CPU "
-          f"({len(subsets)} candidates x {cfg.n_splits} splits, {cfg.workers or torch.get_num_threads()} worker(s))")
-    print(f"looped:  {tl * 1e3:8.2f} ms per candidate wall, {cl * 1e3:8.2f} ms CPU ({n_loop} candidates)")
-    print(f"speed ratio looped/batched: {tl / tb:.1f}x wall, {cl / cb:.1f}x CPU time")
+    print(f"batched: {tb.min() * 1e3:8.2f} ms per candidate wall (median {np.median(tb) * 1e3:.2f}), "
+          f"{cb.min() * 1e3:.2f} ms CPU ({len(subsets)} candidates x {cfg.n_splits} splits, "
+          f"{cfg.workers or torch.get_num_threads()} worker(s))")
+    print(f"looped:  {tl.min() * 1e3:8.2f} ms per candidate wall (median {np.median(tl) * 1e3:.2f}), "
+          f"{cl.min() * 1e3:.2f} ms CPU ({n_loop} candidates)")
+    print(f"speed ratio looped/batched: {tl.min() / tb.min():.1f}x (min over {args.repeat} rounds; "
+          f"median {np.median(tl) / np.median(tb):.1f}x)")
     print(f"largest |fitness difference|: {fit_diff:.2e} (per split: {diff:.2e})")
     if args.no_search:
         return

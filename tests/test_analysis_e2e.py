@@ -104,11 +104,11 @@ def test_gate_analysis_writes_every_file(report):
 
 
 def test_unknown_target_metric_fails_clearly(tmp_path):
+    from gate.analysis.pipeline import run_analysis
+
     results = make_store(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "gate.cli.analysis", f"results={results}", "target=top1_acc",
-                           f"out={tmp_path / 'r'}"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode != 0
-    assert "unknown target metric(s) ['top1_acc']" in proc.stderr
+    with pytest.raises(ValueError, match=r"unknown target metric\(s\) \['top1_acc'\]"), pytest.warns(UserWarning):
+        run_analysis(results, tmp_path / "r", target="top1_acc", figures=False)
 
 
 def _chromium() -> str | None:

@@ -15,10 +15,12 @@ the same initial weights (per split: one uniform draw per table column for the f
 candidates are not initialisation noise, and a subset's fitness depends only on the subset and the seed.
 
 **Batched scorer.** Candidates are scored as a batch: the (candidate × split) MLPs of a chunk are
-stacked tensors trained together with batched matmuls (``torch.bmm``), a hand-written backward pass
-and one fused AdamW over the stacked parameters; chunks train in parallel on ``workers`` threads. Subsets with fewer input columns are padded with
-zero inputs (their weights receive exactly zero gradient and stay zero). :func:`score_looped` scores
-the same candidates one ``nn.Module`` at a time with autograd, and agrees to float rounding.
+stacked tensors trained together with batched matmuls, a hand-written backward pass and one fused
+AdamW step over the stacked parameters; chunks train in parallel on ``workers`` threads with
+single-threaded kernels (tiny matmuls scale across cores better that way). Subsets with fewer input
+columns are padded with zero inputs (their weights receive exactly zero gradient and stay zero).
+:func:`score_looped` scores the same candidates one ``nn.Module`` at a time with autograd and
+``torch.optim.AdamW``; the two agree to float rounding (tested to 1e-5).
 
 **Search.** ``population`` (1000) random initial k-subsets (all of them when there are fewer); keep the
 best ``keep`` (50); each winner makes ``children`` (10) children by swapping one member for a random
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Sequence
@@ -65,7 +68,7 @@ class EeveeConfig:
     keep: int = 50
     children: int = 10
     generations: int = 10
-    chunk: int = 20  # (candidate × split) models trained at once by one worker
+    chunk: int = 10  # (candidate × split) models trained at once by one worker
     workers: int | None = None  # tasks trained in parallel (None: torch.get_num_threads())
     missing: str = "mask"
     progress: bool = True
@@ -250,7 +253,7 @@ def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        with torch.no_grad():
+        with _single_threaded_blas(), torch.no_grad():
             if workers <= 1 or len(tasks) == 1:
                 for idx in tasks:
                     run(idx)
@@ -263,6 +266,17 @@ def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int
     finally:
         torch.set_num_threads(threads)
     return out
+
+
+def _single_threaded_blas():
+    """numpy's BLAS limited to one thread while the workers run (restored afterwards)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        import contextlib
+
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
 
 
 def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
@@ -304,38 +318,50 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     w1[:, :, 0, :] = problem.ub1[None] * scale[:, None, None]
     u = torch.cat([problem.u1, torch.zeros(S, 1, H)], dim=1)[:, col_idx]  # (S, C, dmax, H)
     w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
-    w1 = w1.reshape(M, 1 + dmax, H).contiguous()
-    w2 = torch.cat([problem.w2, problem.b2[:, None, :]], dim=1)  # (S, H + 1, D)
-    w2 = w2[None].expand(C, S, H + 1, D).reshape(M, H + 1, D).contiguous()
-    w1.grad = torch.zeros_like(w1)
-    w2.grad = torch.zeros_like(w2)
-    opt = _AdamW([w1, w2], cfg)
-    # Loss weights: d(mean squared error)/d(output) = 2 (out - y) * mask / count.
+    ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
+    w1 = ws.get("w1", (M, 1 + dmax, H)).copy_(w1.reshape(M, 1 + dmax, H))
+    w2_init = torch.cat([problem.w2, problem.b2[:, None, :]], dim=1)  # (S, H + 1, D)
+    w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(w2_init[None].expand(C, S, H + 1, D))
+    w2 = w2.view(M, H + 1, D)
+    g1, g2 = ws.get("g1", w1.shape), ws.get("g2", w2.shape)  # fully overwritten by every backward pass
+    opt = _AdamW([w1, w2], [g1, g2], [ws.get("m1", w1.shape, zero=True), ws.get("m2", w2.shape, zero=True)],
+                 [ws.get("v1", w1.shape, zero=True), ws.get("v2", w2.shape, zero=True)], cfg)
+    # d(mean squared error)/d(output) = 2 (out - y) * mask / count; without missing values this is
+    # one fused pass: s * out + (-s * y).
     if problem.complete:
-        dscale: float | torch.Tensor = 2.0 / (n_tr * D)
+        s = 2.0 / (n_tr * D)
+        neg_sy = (-s * y_tr).contiguous()
     else:
         mask = row_ok(tr)[:, :, None] * obs[tr].repeat(C, 1, 1)  # (M, n_tr, D)
         count = mask.sum(dim=(1, 2), keepdim=True).clamp(min=1.0)
         dscale = (2.0 * mask / count).contiguous()
-    ha = torch.ones(M, n_tr, H + 1)  # hidden activations with a ones column for the output bias
+    ha = ws.get("ha", (M, n_tr, H + 1)).fill_(1.0)  # hidden activations, a ones column for the output bias
     h = ha[:, :, :H]
-    haT = torch.empty(M, H + 1, n_tr)
-    pre = torch.empty(M, n_tr, H)
-    out = torch.empty(M, n_tr, D)
-    dh = torch.empty(M, n_tr, H)
+    haT = ws.get("haT", (M, H + 1, n_tr))
+    pre = ws.get("pre", (M, n_tr, H))
+    out = ws.get("out", (M, n_tr, D))
+    dh = ws.get("dh", (M, n_tr, H))
     out4 = out.view(C, S, n_tr, D)
     w2T = w2[:, :H, :].transpose(1, 2)
+    # The matmuls with contiguous operands go through numpy (OpenBLAS: faster than torch's CPU bmm
+    # for these small stacked matrices); they read and write the torch tensors' memory in place.
+    n_x, n_xT, n_w1, n_w2, n_g1, n_g2 = (t.numpy() for t in (x_tr, x_trT, w1, w2, g1, g2))
+    n_pre, n_ha, n_haT, n_out, n_dh = (t.numpy() for t in (pre, ha, haT, out, dh))
+    relu_grad = torch.ops.aten.threshold_backward.grad_input
     for _ in range(cfg.epochs):
-        torch.bmm(x_tr, w1, out=pre)
+        np.matmul(n_x, n_w1, out=n_pre)
         torch.clamp(pre, min=0, out=h)
-        torch.bmm(ha, w2, out=out)
-        out4.sub_(y_tr)
-        out.mul_(dscale)  # out now holds dLoss/dOutput
+        np.matmul(n_ha, n_w2, out=n_out)
+        if problem.complete:
+            torch.add(neg_sy, out4, alpha=s, out=out4)  # out now holds dLoss/dOutput
+        else:
+            out4.sub_(y_tr)
+            out.mul_(dscale)
         haT.copy_(ha.transpose(1, 2))
-        torch.bmm(haT, out, out=w2.grad)
-        torch.bmm(out, w2T, out=dh)
-        dh.masked_fill_(pre <= 0, 0.0)  # ReLU'
-        torch.bmm(x_trT, dh, out=w1.grad)
+        np.matmul(n_haT, n_out, out=n_g2)
+        torch.bmm(out, w2T, out=dh)  # (torch: faster than numpy for this transposed operand)
+        relu_grad(dh, pre, 0, grad_input=dh)  # ReLU': zero where pre <= 0
+        np.matmul(n_xT, n_dh, out=n_g1)
         opt.step()
     # Validation MSE over the observed entries of the validation encoders.
     x_va = inputs(va)
@@ -350,23 +376,47 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     return mse.double().numpy()
 
 
-class _AdamW:
-    """``torch.optim.AdamW`` (default betas and eps) on stacked tensors without the per-step Python
-    overhead of ``torch.optim``: the same fused kernel, called directly. Falls back to the public
-    optimizer where that kernel is missing."""
+class _Workspace:
+    """Named flat float32 buffers, grown on demand; ``get`` returns a view of the requested shape."""
 
-    def __init__(self, params, cfg: EeveeConfig) -> None:
+    def __init__(self) -> None:
+        self.buffers: dict = {}
+
+    def get(self, name: str, shape, zero: bool = False):
         import torch
 
-        self.params = list(params)
-        self.grads = [p.grad for p in self.params]
+        numel = math.prod(shape)
+        buf = self.buffers.get(name)
+        if buf is None or buf.numel() < numel:
+            buf = self.buffers[name] = torch.empty(numel)
+        view = buf[:numel].view(*shape)
+        return view.zero_() if zero else view
+
+
+_LOCAL = threading.local()
+
+
+def _workspace() -> _Workspace:
+    if not hasattr(_LOCAL, "workspace"):
+        _LOCAL.workspace = _Workspace()
+    return _LOCAL.workspace
+
+
+class _AdamW:
+    """``torch.optim.AdamW`` (default betas and eps) on stacked tensors without the per-step Python
+    overhead of ``torch.optim``: the same fused kernel, called directly on the given parameter,
+    gradient and state buffers. Falls back to the public optimizer where that kernel is missing."""
+
+    def __init__(self, params, grads, exp_avgs, exp_avg_sqs, cfg: EeveeConfig) -> None:
+        import torch
+
+        self.params, self.grads, self.m, self.v = list(params), list(grads), list(exp_avgs), list(exp_avg_sqs)
         self.lr, self.wd = float(cfg.lr), float(cfg.weight_decay)
         self.fused = getattr(torch, "_fused_adamw_", None)
-        if self.fused is not None:
-            self.m = [torch.zeros_like(p) for p in self.params]
-            self.v = [torch.zeros_like(p) for p in self.params]
-            self.steps = [torch.zeros((), dtype=torch.float32) for _ in self.params]
-        else:  # pragma: no cover - every torch this project supports has the fused CPU kernel
+        self.steps = [torch.zeros((), dtype=torch.float32) for _ in self.params]
+        if self.fused is None:  # pragma: no cover - every torch this project supports has the fused CPU kernel
+            for p, g in zip(self.params, self.grads):
+                p.grad = g
             self.opt = torch.optim.AdamW(self.params, lr=self.lr, weight_decay=self.wd)
 
     def step(self) -> None:
@@ -494,7 +544,7 @@ def search(problem: Problem, k: int, evaluator: Evaluator | None = None) -> Sear
         while len(seen) < cfg.population:
             seen[tuple(sorted(int(i) for i in rng.choice(nb, size=k, replace=False)))] = None
         initial = list(seen)
-    bar = tqdm(total=cfg.generations + 1, desc=f"EEVEE k={k}", disable=not cfg.progress, leave=False, unit="gen")
+    bar = tqdm(total=cfg.generations + 1, desc=f"EEVEE k={k}", disable=not cfg.progress, unit="gen")
     evaluator(initial)
     evaluated = set(initial)
     population = evaluator.rank(initial)[:cfg.keep]

@@ -76,7 +76,8 @@ def load_results(path: str | Path) -> Loaded:
     """Read a results file (JSONL records, long CSV or wide CSV) into a validated long DataFrame."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise FileNotFoundError(f"results file {str(path)!r} does not exist")
+        raise FileNotFoundError(f"results file {str(path)!r} does not exist (run gate-run/gate-score first, "
+                                f"or give results=<a .jsonl or .csv file>)")
     if path.is_dir():
         raise IsADirectoryError(f"results path {str(path)!r} is a directory; give a .jsonl or .csv file")
     if _looks_like_jsonl(path):

@@ -57,19 +57,22 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                  dataset_config_dirs: Iterable[str | Path] | None = None, reference: str | None = "imagenet1k",
                  filters: Mapping[str, Any] | None = None, figures: bool = True) -> AnalysisResult:
     out = Path(out) if out else default_out(results)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loaded = load_results(results)
-        summary = summarize(loaded.long, split=split, score_split=score_split, filters=filters)
-        res = _analyse(loaded, summary, out, target=target, relative=relative, num_classes=num_classes,
-                       tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
-                       benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
-                       reference=reference, figures=figures, caught=caught,
-                       options=dict(split=split, score_split=score_split, target=target, relative=relative,
-                                    partial_tiers=partial_tiers, reference=reference, filters=dict(filters or {})))
-    for w in caught:  # hand the warnings on to the caller, after the report has listed them
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    return res
+    caught: list = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            loaded = load_results(results)
+            summary = summarize(loaded.long, split=split, score_split=score_split, filters=filters)
+            return _analyse(loaded, summary, out, target=target, relative=relative, num_classes=num_classes,
+                            tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
+                            benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
+                            reference=reference, figures=figures, caught=caught,
+                            options=dict(split=split, score_split=score_split, target=target, relative=relative,
+                                         partial_tiers=partial_tiers, reference=reference,
+                                         filters=dict(filters or {})))
+    finally:
+        for w in caught:  # hand the warnings on to the caller (after the report has listed them), also on errors
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
