@@ -178,7 +178,3 @@ def gram(x: torch.Tensor) -> torch.Tensor:
     from ._linalg import gram as _gram
 
     return _gram(x)
-
-
-def to_float(t: torch.Tensor | float) -> float:
-    return float(t.item()) if isinstance(t, torch.Tensor) else float(t)
