@@ -27,7 +27,7 @@ KINDS = ("finetune", "score")
 # Keys of the resolved run config that change where/how a run is logged but not what it computes:
 # they are left out of the experiment id so that moving the output directory or switching the logger
 # does not make a finished experiment look new.
-RUN_ONLY_KEYS = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers")
+RUN_ONLY_KEYS = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing")
 
 
 @dataclasses.dataclass(frozen=True)
