@@ -110,6 +110,9 @@ def performance_table(source: Any, split: str | None = "test") -> PerformanceTab
     """
     from gate.analysis.load import from_frame, load_results, summarize
 
+    if not isinstance(source, pd.DataFrame) and not Path(source).exists():
+        raise FileNotFoundError(f"performance table {str(source)!r} does not exist: give table=<a table.csv of "
+                                f"gate-analysis, the paper's table, a long CSV or JSONL records>")
     loaded = from_frame(source) if isinstance(source, pd.DataFrame) else load_results(source)
     summary = summarize(loaded.long, split=split)
     ft = summary[summary["kind"] == "finetune"]
@@ -194,6 +197,13 @@ class Problem:
         bound2 = 1.0 / math.sqrt(H)
         self.w2 = (torch.rand(S, H, D, generator=gen, dtype=dt) * 2 - 1) * bound2
         self.b2 = (torch.rand(S, D, generator=gen, dtype=dt) * 2 - 1) * bound2
+        # Padded/stacked forms used by every chunk of the batched scorer (column D: padding).
+        self._zpad = torch.cat([self.z, torch.zeros(n, 1)], dim=1)
+        self._opad = torch.cat([self.obs, torch.ones(n, 1)], dim=1) > 0
+        self._u1pad = torch.cat([self.u1, torch.zeros(S, 1, H)], dim=1)
+        self._w2b = torch.cat([self.w2, self.b2[:, None, :]], dim=1)  # (S, H + 1, D)
+        self._tr = torch.as_tensor(np.stack([t for t, _ in self.splits]), dtype=torch.long)  # (S, n_tr)
+        self._va = torch.as_tensor(np.stack([v for _, v in self.splits]), dtype=torch.long)
 
     @property
     def n_benchmarks(self) -> int:
@@ -294,10 +304,7 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     for c, cols in enumerate(cols_list):
         col_idx[c, :len(cols)] = torch.as_tensor(cols, dtype=torch.long)
         widths[c] = len(cols)
-    zpad = torch.cat([z, torch.zeros(n_enc, 1)], dim=1)
-    opad = torch.cat([obs, torch.ones(n_enc, 1)], dim=1)
-    tr = torch.as_tensor(np.stack([t for t, _ in problem.splits]), dtype=torch.long)  # (S, n_tr)
-    va = torch.as_tensor(np.stack([v for _, v in problem.splits]), dtype=torch.long)
+    zpad, opad, tr, va = problem._zpad, problem._opad, problem._tr, problem._va
 
     def inputs(rows: torch.Tensor) -> torch.Tensor:  # (S, n) → (M, n, 1 + dmax) with a leading ones column
         x = zpad[rows][:, :, col_idx]  # (S, n, C, dmax)
@@ -316,12 +323,11 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     w1 = torch.zeros(C, S, 1 + dmax, H)
     scale = torch.where(widths > 0, widths.clamp(min=1).rsqrt(), torch.zeros(()))  # 1/sqrt(fan_in)
     w1[:, :, 0, :] = problem.ub1[None] * scale[:, None, None]
-    u = torch.cat([problem.u1, torch.zeros(S, 1, H)], dim=1)[:, col_idx]  # (S, C, dmax, H)
+    u = problem._u1pad[:, col_idx]  # (S, C, dmax, H)
     w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
     ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
     w1 = ws.get("w1", (M, 1 + dmax, H)).copy_(w1.reshape(M, 1 + dmax, H))
-    w2_init = torch.cat([problem.w2, problem.b2[:, None, :]], dim=1)  # (S, H + 1, D)
-    w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(w2_init[None].expand(C, S, H + 1, D))
+    w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(problem._w2b[None].expand(C, S, H + 1, D))
     w2 = w2.view(M, H + 1, D)
     g1, g2 = ws.get("g1", w1.shape), ws.get("g2", w2.shape)  # fully overwritten by every backward pass
     opt = _AdamW([w1, w2], [g1, g2], [ws.get("m1", w1.shape, zero=True), ws.get("m2", w2.shape, zero=True)],

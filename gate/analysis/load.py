@@ -262,6 +262,11 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
         aggregates = pd.concat([frame.loc[is_agg, ["family", "metric", "higher_is_better"]],
                                 values.loc[is_agg]], axis=1).reset_index(drop=True)
     rows = frame.loc[~is_agg]
+    empty_rows = values.loc[~is_agg].isna().all(axis=1)
+    if empty_rows.any():
+        gone = rows.loc[empty_rows, ["dataset", "metric"]].values.tolist()
+        warnings.warn(f"{path}: {len(gone)} row(s) have no value for any encoder and are left out: {gone[:5]}",
+                      stacklevel=3)
     dup = rows.duplicated(["dataset", "metric"], keep=False)
     if dup.any():
         raise ValueError(f"{path}: (dataset, metric) rows repeat: "
