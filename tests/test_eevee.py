@@ -63,6 +63,8 @@ def test_batched_and_looped_scorers_agree(missing):
     np.testing.assert_allclose(batched, looped, atol=1e-5, rtol=0, equal_nan=True)
     # Chunks are independent single-threaded computations: the worker count changes nothing.
     np.testing.assert_array_equal(batched, score_batched(problem, subsets, chunk=7, workers=1))
+    # Tasks smaller than one candidate divide its splits.
+    np.testing.assert_allclose(batched, score_batched(problem, subsets, chunk=2), atol=1e-6, equal_nan=True)
 
 
 def test_same_seed_same_result_and_another_seed_differs():

@@ -254,11 +254,13 @@ def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int
         return out
     widths = np.array([len(problem.columns_of(s)) for s in subsets])
     order = np.argsort(widths, kind="stable")  # similar widths share a task: less padding
-    per = max(1, chunk // S)
-    tasks = [order[i:i + per] for i in range(0, len(order), per)]
+    per = max(1, chunk // S)  # candidates per task; below one candidate, its splits are divided
+    groups = np.array_split(np.arange(S), max(1, math.ceil(S / chunk)))
+    tasks = [(order[i:i + per], g) for i in range(0, len(order), per) for g in groups]
 
-    def run(idx: np.ndarray) -> None:
-        out[idx] = _train_chunk(problem, [problem.columns_of(subsets[i]) for i in idx])
+    def run(task) -> None:
+        idx, splits = task
+        out[np.ix_(idx, splits)] = _train_chunk(problem, [problem.columns_of(subsets[i]) for i in idx], splits)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -289,13 +291,15 @@ def _single_threaded_blas():
     return threadpool_limits(limits=1, user_api="blas")
 
 
-def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
+def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarray) -> np.ndarray:
+    """Train the candidates (given by their input columns) on the given splits; their validation MSEs."""
     import torch
 
     cfg = problem.cfg
     z, obs = problem.z, problem.obs
     n_enc, D = z.shape
-    H, S, C = cfg.hidden, len(problem.splits), len(cols_list)
+    H, S, C = cfg.hidden, len(splits), len(cols_list)
+    sp = torch.as_tensor(splits, dtype=torch.long)
     M = C * S
     dmax = max(len(c) for c in cols_list)
     pad = D  # index of an all-zero (and "observed") column appended to the table
@@ -304,7 +308,7 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     for c, cols in enumerate(cols_list):
         col_idx[c, :len(cols)] = torch.as_tensor(cols, dtype=torch.long)
         widths[c] = len(cols)
-    zpad, opad, tr, va = problem._zpad, problem._opad, problem._tr, problem._va
+    zpad, opad, tr, va = problem._zpad, problem._opad, problem._tr[sp], problem._va[sp]
 
     def inputs(rows: torch.Tensor) -> torch.Tensor:  # (S, n) → (M, n, 1 + dmax) with a leading ones column
         x = zpad[rows][:, :, col_idx]  # (S, n, C, dmax)
@@ -322,12 +326,12 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray]) -> np.ndarray:
     # Parameters, stacked: first layer [bias; weights; zero padding], second layer [weights; bias].
     w1 = torch.zeros(C, S, 1 + dmax, H)
     scale = torch.where(widths > 0, widths.clamp(min=1).rsqrt(), torch.zeros(()))  # 1/sqrt(fan_in)
-    w1[:, :, 0, :] = problem.ub1[None] * scale[:, None, None]
-    u = problem._u1pad[:, col_idx]  # (S, C, dmax, H)
+    w1[:, :, 0, :] = problem.ub1[sp][None] * scale[:, None, None]
+    u = problem._u1pad[sp][:, col_idx]  # (S, C, dmax, H)
     w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
     ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
     w1 = ws.get("w1", (M, 1 + dmax, H)).copy_(w1.reshape(M, 1 + dmax, H))
-    w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(problem._w2b[None].expand(C, S, H + 1, D))
+    w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(problem._w2b[sp][None].expand(C, S, H + 1, D))
     w2 = w2.view(M, H + 1, D)
     g1, g2 = ws.get("g1", w1.shape), ws.get("g2", w2.shape)  # fully overwritten by every backward pass
     opt = _AdamW([w1, w2], [g1, g2], [ws.get("m1", w1.shape, zero=True), ws.get("m2", w2.shape, zero=True)],
