@@ -4,15 +4,16 @@ From the GATE/EEVEE paper. The input is a performance table, encoders × benchma
 paper's Table 3, or ``table.csv`` of ``gate-analysis``); a *benchmark* is a dataset, and its metric
 columns go in or out of a subset together.
 
-**Meta-model and fitness.** Columns are z-scored over the encoders. For a subset of benchmarks, an
-MLP (input: the subset's columns; one hidden layer of ``hidden`` = 100 ReLU units; output: every
-column) is trained with AdamW (lr 0.01, weight decay 0.01) for ``epochs`` = 20 full-batch epochs on
-the mean squared error, on the training encoders of repeated random train/validation splits of the
-**encoders** (:class:`sklearn.model_selection.ShuffleSplit`). The fitness of the subset is the mean
-validation MSE over the splits; lower is better. Every candidate is trained on the same splits from
-the same initial weights (per split: one uniform draw per table column for the first layer, scaled by
-``1/sqrt(fan_in)`` like ``nn.Linear``'s default, and one for the second layer), so differences between
-candidates are not initialisation noise, and a subset's fitness depends only on the subset and the seed.
+**Meta-model and fitness.** Columns are z-scored over the encoders (mean and population std of the
+observed values). For a subset of benchmarks, an MLP (input: the subset's columns; one hidden layer
+of ``hidden`` = 100 ReLU units; output: every column) is trained with AdamW (lr 0.01, weight decay
+0.01) for ``epochs`` = 20 full-batch epochs on the mean squared error, on the training encoders of
+repeated random train/validation splits of the **encoders** (sklearn's ``ShuffleSplit``). The
+fitness of the subset is the mean validation MSE over the splits; lower is better. Every candidate
+is trained on the same splits from the same initial weights (per split: one uniform draw per table
+column for the first layer, scaled by ``1/sqrt(fan_in)`` like ``nn.Linear``'s default, and one for
+the second layer), so differences between candidates are not initialisation noise, and a subset's
+fitness depends only on the subset and the seed.
 
 **Batched scorer.** Candidates are scored as a batch: the (candidate × split) MLPs of a chunk are
 stacked tensors trained together with batched matmuls, a hand-written backward pass and one fused
@@ -27,7 +28,8 @@ best ``keep`` (50); each winner makes ``children`` (10) children by swapping one
 non-member; parents survive; ``generations`` (10) rounds; seeded and deterministic. Every distinct
 subset is trained once (results are cached).
 
-**Missing values** are never filled with a constant. ``missing="mask"`` (default): the z-scoring uses
+**Missing values** are never filled in (they are 0 placeholders that never enter a loss, a gradient
+or a validation error). ``missing="mask"`` (default): the z-scoring uses
 the observed values of each column; a missing *target* entry is left out of the loss and of the
 validation MSE (which averages only observed entries); an encoder that lacks any *input* column of a
 candidate is left out of that candidate's training and validation rows (a split where no validation
