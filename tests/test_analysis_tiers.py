@@ -103,7 +103,7 @@ def test_paper_table_tiers_agree_with_the_published_ranks():
     tiers_cfg = {f.stem: yaml.safe_load(f.read_text()) for f in conf.glob("*.yaml")}
     loaded = load_results(default_paper_table())
     tiers, info = tier_summary(summarize(loaded.long), tiers_cfg, load_benchmark_meta())
-    assert len(info) == 31 and set(info["chosen_by"].str.contains("benchmarks file"))  == {True}
+    assert len(info) == 31 and info["chosen_by"].str.contains("benchmark_meta gate_paper").all()
     assert info.set_index("benchmark").loc["iwildcam", "turn"] == "-x"
     assert info.set_index("benchmark").loc["acdc", "scale"] == 100
     check = compare_with_published(tiers, loaded.aggregates).set_index("tier")
@@ -125,3 +125,21 @@ def test_dataset_config_tier_metric_comes_first(tmp_path):
     assert info["metric"].tolist() == ["top5"]
     assert tiers.set_index("encoder")["tier:t"].to_dict() == {"a": 4.0, "b": 3.0}
     assert "family:Mine" in tiers.columns
+
+
+def test_benchmark_meta_from_the_composed_config_and_an_extra_file(tmp_path):
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+
+    with initialize_config_module(config_module="gate.conf", version_base=None):
+        cfg = compose(config_name="analysis", overrides=['benchmark_meta.nyu.tier_metric=NYU Dice Score'])
+    composed = OmegaConf.to_container(cfg.benchmark_meta)
+    assert len(composed) == 31 and composed["acdc"] == {"family": "Medical Seg", "tier_metric": "ACDC Dice Score",
+                                                         "scale": 100}
+    extra = tmp_path / "mine.yaml"
+    extra.write_text("my_bench: {family: Mine, tier_metric: top1, turn: negate}\n")
+    meta = load_benchmark_meta(benchmarks_file=extra, benchmarks=composed)
+    assert meta["nyu"].tier_metrics[0] == ("NYU Dice Score", "benchmark_meta")
+    assert meta["my_bench"].family == "Mine" and meta["my_bench"].turn == "negate"
+    with pytest.raises(ValueError, match="must be a mapping"):
+        load_benchmark_meta(benchmarks={"x": "acc"})

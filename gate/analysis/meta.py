@@ -7,10 +7,12 @@ left out, and every candidate metric is tried in this order until one exists in 
 1. ``tier_metrics`` overrides given to ``gate-analysis`` (``tier_metrics.<dataset>=<metric>``);
 2. the engine's dataset configs, ``conf/dataset/<name>.yaml`` (keys ``tier_metric``, ``family`` and
    optionally ``tier_turn``, ``tier_bound``, ``tier_scale``), plus any extra config directories;
-3. the benchmarks file, by default ``experiments/gate_paper/benchmarks.yaml``: the GATE paper's 31
-   benchmarks, most of which have no loader in this engine yet, with the row of the paper's Table 3
-   that represents each (acc@1 for classification, mIoU for segmentation, the Dice score for ACDC,
-   macro AUC for medical classification, the MAE score for iWildCam);
+3. benchmark metadata for benchmarks without a dataset config: ``conf/benchmark_meta/gate_paper.yaml``
+   (composed into ``gate-analysis``'s config as ``benchmark_meta``; it ships inside the package): the
+   GATE paper's 31 benchmarks, most of which have no loader in this engine yet, with the row of the
+   paper's Table 3 that represents each (acc@1 for classification, mIoU for segmentation, the Dice
+   score for ACDC, macro AUC for medical classification, the MAE score for iWildCam); then an extra
+   file of the same form (``benchmarks_file``);
 4. a metric named ``acc@1`` (any case), else the benchmark's only metric.
 
 Turning rules (applied to the representative value after ``scale``; recorded in ``tiers_benchmarks.csv``):
@@ -39,21 +41,18 @@ TURNS = ("negate", "complement")
 
 
 def default_benchmarks_file() -> Path:
-    """``experiments/gate_paper/benchmarks.yaml`` of the repository this package lives in."""
-    return Path(__file__).resolve().parents[2] / "experiments" / "gate_paper" / "benchmarks.yaml"
+    """The packaged metadata of the GATE paper's benchmarks, ``conf/benchmark_meta/gate_paper.yaml``."""
+    return packaged_dataset_dir().parent / "benchmark_meta" / "gate_paper.yaml"
 
 
 def default_paper_table() -> Path:
     return Path(__file__).resolve().parents[2] / "experiments" / "gate_paper" / "gate_paper_table3.csv"
 
 
-def packaged_dataset_dir() -> Path | None:
-    try:
-        import gate.conf
+def packaged_dataset_dir() -> Path:
+    import gate.conf
 
-        return Path(gate.conf.__file__).resolve().parent / "dataset"
-    except Exception:  # pragma: no cover - the package always ships gate.conf
-        return None
+    return Path(gate.conf.__file__).resolve().parent / "dataset"
 
 
 @dataclasses.dataclass
@@ -85,8 +84,11 @@ class BenchmarkMeta:
 
 def load_benchmark_meta(benchmarks_file: str | Path | None = None,
                         dataset_dirs: Iterable[str | Path] | None = None,
-                        overrides: Mapping[str, str] | None = None) -> dict[str, BenchmarkMeta]:
-    """Benchmark key → metadata, merged from overrides, dataset configs and the benchmarks file."""
+                        overrides: Mapping[str, str] | None = None,
+                        benchmarks: Mapping[str, Any] | None = None) -> dict[str, BenchmarkMeta]:
+    """Benchmark key → metadata, merged from overrides, dataset configs, ``benchmarks`` (a mapping such
+    as ``gate-analysis``'s composed ``benchmark_meta``; default: the packaged GATE paper file) and an
+    extra ``benchmarks_file``."""
     meta: dict[str, BenchmarkMeta] = {}
 
     def entry(key: str) -> BenchmarkMeta:
@@ -94,8 +96,7 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
 
     for key, metric in (overrides or {}).items():
         entry(str(key)).merge(None, str(metric), None, None, None, "tier_metrics override")
-    dirs = [d for d in [packaged_dataset_dir(), *(dataset_dirs or [])] if d is not None]
-    for d in dirs:
+    for d in [packaged_dataset_dir(), *(dataset_dirs or [])]:
         d = Path(d)
         if not d.is_dir():
             continue
@@ -110,22 +111,35 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
             key = str(cfg.get("name") or f.stem)
             entry(key).merge(cfg.get("family"), cfg.get("tier_metric"), cfg.get("tier_turn"),
                              cfg.get("tier_bound"), cfg.get("tier_scale"), f"dataset config {f.name}")
-    path = Path(benchmarks_file) if benchmarks_file else default_benchmarks_file()
-    if path.exists():
-        doc = yaml.safe_load(path.read_text()) or {}
-        items = doc.get("benchmarks", doc) if isinstance(doc, Mapping) else None
-        if not isinstance(items, Mapping):
-            raise ValueError(f"benchmarks file {path} must map benchmark keys to metadata "
-                             f"(a top-level 'benchmarks:' mapping)")
+    sources: list[tuple[Mapping[str, Any], str]] = []
+    if benchmarks is None:
+        path = default_benchmarks_file()
+        sources.append((_read_meta_file(path), f"benchmark_meta {path.stem}"))
+    else:
+        sources.append((benchmarks, "benchmark_meta"))
+    if benchmarks_file:
+        path = Path(benchmarks_file)
+        if not path.exists():
+            raise FileNotFoundError(f"benchmarks file {str(path)!r} does not exist")
+        sources.append((_read_meta_file(path), f"benchmarks file {path.name}"))
+    for items, source in sources:
         for key, m in items.items():
             m = m or {}
             if not isinstance(m, Mapping):
-                raise ValueError(f"benchmarks file {path}: entry {key!r} must be a mapping, got {m!r}")
+                raise ValueError(f"{source}: entry {key!r} must be a mapping (family, tier_metric, turn, bound, "
+                                 f"scale), got {m!r}")
             entry(str(key)).merge(m.get("family"), m.get("tier_metric"), m.get("turn"), m.get("bound"),
-                                  m.get("scale"), f"benchmarks file {path.name}")
-    elif benchmarks_file:
-        raise FileNotFoundError(f"benchmarks file {str(path)!r} does not exist")
+                                  m.get("scale"), source)
     return meta
+
+
+def _read_meta_file(path: Path) -> Mapping[str, Any]:
+    doc = yaml.safe_load(path.read_text()) or {}
+    if isinstance(doc, Mapping) and isinstance(doc.get("benchmarks"), Mapping):
+        doc = doc["benchmarks"]  # also accept a top-level `benchmarks:` mapping
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"benchmarks file {path} must map benchmark keys to metadata")
+    return doc
 
 
 def match_metric(available: Iterable[str], wanted: str) -> str | None:

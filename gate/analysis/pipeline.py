@@ -53,7 +53,8 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                  score_split: str | None = None, target: str | Iterable[str] | None = None,
                  relative: bool = False, num_classes: Mapping[str, float] | None = None,
                  tiers: Mapping[str, Any] | None = None, tier_metrics: Mapping[str, str] | None = None,
-                 partial_tiers: bool = False, benchmarks_file: str | Path | None = None,
+                 partial_tiers: bool = False, benchmark_meta: Mapping[str, Any] | None = None,
+                 benchmarks_file: str | Path | None = None,
                  dataset_config_dirs: Iterable[str | Path] | None = None, reference: str | None = "imagenet1k",
                  filters: Mapping[str, Any] | None = None, figures: bool = True) -> AnalysisResult:
     out = Path(out) if out else default_out(results)
@@ -65,7 +66,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
             summary = summarize(loaded.long, split=split, score_split=score_split, filters=filters)
             return _analyse(loaded, summary, out, target=target, relative=relative, num_classes=num_classes,
                             tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
-                            benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
+                            benchmark_meta=benchmark_meta, benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
                             reference=reference, figures=figures, caught=caught,
                             options=dict(split=split, score_split=score_split, target=target, relative=relative,
                                          partial_tiers=partial_tiers, reference=reference,
@@ -76,7 +77,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
 
 
 def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
-             partial_tiers, benchmarks_file, dataset_config_dirs, reference, figures, caught, options) -> AnalysisResult:
+             partial_tiers, benchmark_meta, benchmarks_file, dataset_config_dirs, reference, figures, caught, options) -> AnalysisResult:
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     if summary[summary["kind"] == "finetune"].empty:
@@ -84,7 +85,7 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
     summary.to_csv(out / "summary.csv", index=False)
     files["summary.csv"] = out / "summary.csv"
     files.update(write_tables(summary, out))
-    meta = load_benchmark_meta(benchmarks_file, dataset_config_dirs, tier_metrics)
+    meta = load_benchmark_meta(benchmarks_file, dataset_config_dirs, tier_metrics, benchmark_meta)
     tiers_table, bench_info = tier_summary(summary, tiers or {}, meta, partial=partial_tiers)
     tiers_table.to_csv(out / "tiers.csv", index=False)
     bench_info.to_csv(out / "tiers_benchmarks.csv", index=False)

@@ -129,7 +129,7 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
     unassigned = info.loc[info["family"] == "", "benchmark"].tolist()
     if unassigned:
         warnings.warn(f"no task family known for {unassigned}: left out of the family means "
-                      f"(set family in the dataset config or the benchmarks file)", stacklevel=2)
+                      f"(set family in the dataset config or in benchmark_meta)", stacklevel=2)
     mean_cols = [c for c in out.columns if not c.endswith((":rank", ":n"))]
     if mean_cols:
         order = out[[c + ":rank" for c in mean_cols]].mean(axis=1).sort_values(kind="stable").index

@@ -17,7 +17,8 @@ def main(cfg: DictConfig) -> None:
         plain["results"], plain["out"], split=plain["split"], score_split=plain["score_split"],
         target=target, relative=bool(plain["relative"]), num_classes=plain["num_classes"] or {},
         tiers=plain.get("tiers") or {}, tier_metrics=plain["tier_metrics"] or {},
-        partial_tiers=bool(plain["partial_tiers"]), benchmarks_file=plain["benchmarks_file"],
+        partial_tiers=bool(plain["partial_tiers"]), benchmark_meta=plain.get("benchmark_meta"),
+        benchmarks_file=plain["benchmarks_file"],
         dataset_config_dirs=plain["dataset_config_dirs"] or [], reference=plain["reference"],
         filters=plain["filters"] or {}, figures=bool(plain["figures"]),
     )
