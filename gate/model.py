@@ -36,6 +36,9 @@ class GATEModel(L.LightningModule):
             self.encoder.requires_grad_(False)
         self.val_metrics = adapter.make_metrics().clone(prefix="val/")
         self.test_metrics = adapter.make_metrics().clone(prefix="test/")
+        # The last test pass's predictions and targets (on the CPU), so checkpoint ensembles reuse the
+        # best checkpoint's test pass instead of predicting the test split with it a second time.
+        self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.adapter(self.encoder(batch), batch)
@@ -50,6 +53,8 @@ class GATEModel(L.LightningModule):
 
     def _evaluate(self, batch, metrics, stage: str):
         predictions = self(batch)
+        if stage == "test":
+            self.test_outputs.append((predictions.detach().float().cpu(), self.adapter.target(batch).cpu()))
         loss = self.adapter.loss(predictions, batch)
         metrics.update(predictions.float(), self.adapter.target(batch))
         size = len(batch["label"])
@@ -58,6 +63,9 @@ class GATEModel(L.LightningModule):
 
     def validation_step(self, batch, batch_idx):
         self._evaluate(batch, self.val_metrics, "val")
+
+    def on_test_epoch_start(self) -> None:
+        self.test_outputs = []
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, self.test_metrics, "test")

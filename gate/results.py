@@ -27,7 +27,9 @@ KINDS = ("finetune", "score")
 # Keys of the resolved run config that change where/how a run is logged but not what it computes:
 # they are left out of the experiment id so that moving the output directory or switching the logger
 # does not make a finished experiment look new.
-RUN_ONLY_KEYS = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing")
+RUN_ONLY_KEYS = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
+                 "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
+                 "data.num_workers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,14 +79,25 @@ def now_iso() -> str:
 
 
 def experiment_id(config: Mapping[str, Any], drop: Iterable[str] = RUN_ONLY_KEYS) -> str:
-    """A stable 16-hex-digit hash of a resolved config, ignoring run-only top-level keys.
+    """A stable 16-hex-digit hash of a resolved config, ignoring run-only keys (``a.b`` names a nested key).
 
     ``config`` must be plain data (dicts, lists, scalars), e.g. ``OmegaConf.to_container(cfg, resolve=True)``.
     Key order does not matter.
     """
-    kept = {k: v for k, v in config.items() if k not in set(drop)}
+    kept = _without(config, [key.split(".") for key in drop])
     blob = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+def _without(node: Mapping[str, Any], paths: list[list[str]]) -> dict[str, Any]:
+    top = {p[0] for p in paths if len(p) == 1}
+    out = {}
+    for key, value in node.items():
+        if key in top:
+            continue
+        nested = [p[1:] for p in paths if len(p) > 1 and p[0] == key]
+        out[key] = _without(value, nested) if nested and isinstance(value, Mapping) else value
+    return out
 
 
 def git_describe(cwd: str | os.PathLike | None = None) -> str:

@@ -53,6 +53,9 @@ def test_experiment_id_is_stable_and_ignores_run_only_keys():
     same = {"seed": 0, "encoder": {"name": "a"}, "paths": {"root": "/elsewhere"}, "logger": None}
     assert experiment_id(cfg) == experiment_id(same)
     assert experiment_id(cfg) != experiment_id({**cfg, "seed": 1})
+    quiet = {**cfg, "trainer": {"max_steps": 5, "enable_progress_bar": False}}
+    assert experiment_id(quiet) == experiment_id({**cfg, "trainer": {"max_steps": 5, "enable_progress_bar": True}})
+    assert experiment_id(quiet) != experiment_id({**cfg, "trainer": {"max_steps": 6, "enable_progress_bar": False}})
     assert len(experiment_id(cfg)) == 16
 
 

@@ -12,10 +12,12 @@ from ..model import GATEModel
 
 
 def ranked_checkpoints(checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint) -> list[str]:
-    """The saved top-k checkpoint paths, best first."""
+    """The saved top-k checkpoint paths, best first (the callback's best model first among ties)."""
     reverse = checkpoint_callback.mode == "max"
     scored = sorted(checkpoint_callback.best_k_models.items(), key=lambda item: float(item[1]), reverse=reverse)
-    return [path for path, _ in scored]
+    ranked = [path for path, _ in scored]
+    best = checkpoint_callback.best_model_path
+    return [best, *(p for p in ranked if p != best)] if best in ranked else ranked
 
 
 def ensemble_metrics(model: GATEModel, predictions: Sequence[torch.Tensor], target: torch.Tensor,
@@ -35,10 +37,14 @@ def ensemble_metrics(model: GATEModel, predictions: Sequence[torch.Tensor], targ
 
 
 def predict_with_checkpoints(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
-                             checkpoints: Sequence[str]) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Test-split predictions of each checkpoint (Lightning's predict loop), and the targets."""
-    predictions, target = [], None
-    for path in checkpoints:
+                             checkpoints: Sequence[str], known: tuple[torch.Tensor, torch.Tensor] | None = None
+                             ) -> tuple[list[torch.Tensor], torch.Tensor]:
+    """Test-split predictions of each checkpoint (Lightning's predict loop), and the targets.
+
+    ``known``: (predictions, targets) of ``checkpoints[0]`` from an earlier pass, reused instead of predicting.
+    """
+    predictions, target = ([known[0]], known[1]) if known is not None else ([], None)
+    for path in checkpoints[len(predictions):]:
         batches = trainer.predict(model, datamodule=datamodule, ckpt_path=path)
         predictions.append(torch.cat([b["predictions"] for b in batches]))
         this_target = torch.cat([b["target"] for b in batches])
@@ -49,14 +55,22 @@ def predict_with_checkpoints(trainer: L.Trainer, model: GATEModel, datamodule: L
 
 
 def test_ensembles(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
-                   checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint,
-                   sizes: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
-    checkpoints = ranked_checkpoints(checkpoint_callback)[: max(sizes)]
+                   checkpoints: Sequence[str], sizes: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
+    """Ensemble metrics of the top-k checkpoints (``checkpoints`` ranked best first, as taken right after
+    fitting: ``trainer.test(ckpt_path=...)`` restores the callback state of the checkpoint it loads).
+
+    Call right after ``trainer.test`` on ``checkpoints[0]``: its test pass (kept in ``model.test_outputs``)
+    stands in for that checkpoint's predictions.
+    """
+    checkpoints = list(checkpoints)[: max(sizes)]
     missing = [k for k in sizes if k > len(checkpoints)]
     if missing:
         warnings.warn(f"only {len(checkpoints)} validation checkpoints were kept; skipping ensembles of "
                       f"size {missing} (validate more often or train longer)", stacklevel=2)
     if not checkpoints:
         return {}
-    predictions, target = predict_with_checkpoints(trainer, model, datamodule, checkpoints)
+    known = None
+    if model.test_outputs:
+        known = (torch.cat([p for p, _ in model.test_outputs]), torch.cat([t for _, t in model.test_outputs]))
+    predictions, target = predict_with_checkpoints(trainer, model, datamodule, checkpoints, known)
     return ensemble_metrics(model, predictions, target, sizes)

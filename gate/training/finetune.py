@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import shutil
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, to_plain
 from ..model import GATEModel
 from ..results import Record, ResultsStore, experiment_id, git_describe
-from .ensemble import test_ensembles
+from .ensemble import ranked_checkpoints, test_ensembles
 from .loggers import logger_run_dir
 from .trainer import build_trainer, checkpoint_callback
 
@@ -81,18 +80,18 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     if last.exists():
         print(f"[gate] resuming experiment {exp} from {last}")
     trainer.fit(model, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
-    if not checkpoints.best_model_path:
+    ranked = ranked_checkpoints(checkpoints)  # before testing: loading a checkpoint restores callback state
+    best_val = checkpoints.best_model_score
+    if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
                            f"<= trainer.max_steps ({config['trainer'].get('max_steps')})")
-    tested = trainer.test(model, datamodule=datamodule, ckpt_path=checkpoints.best_model_path, verbose=False)[0]
+    tested = trainer.test(model, datamodule=datamodule, ckpt_path=ranked[0], verbose=False)[0]
     metrics = {k.removeprefix("test/"): float(v) for k, v in tested.items() if k.startswith("test/")}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        metrics.update(test_ensembles(trainer, model, datamodule, checkpoints, ensemble_sizes))
+    metrics.update(test_ensembles(trainer, model, datamodule, ranked, ensemble_sizes))
     if logger is not None:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
-    records = finetune_records(config, exp, adapter, metrics, float(checkpoints.best_model_score))
+    records = finetune_records(config, exp, adapter, metrics, float(best_val))
     store.append(records)
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
