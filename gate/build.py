@@ -6,11 +6,13 @@ the component for records and docs and are not constructor arguments, so they ar
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .adapters.base import Adapter
 from .data.datamodule import GATEDataModule
@@ -26,6 +28,20 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, (DictConfig,)) or OmegaConf.is_config(cfg):
         return OmegaConf.to_container(cfg, resolve=True)
     return cfg
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
+    if "paths" in cfg and cfg.paths.get("root"):
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
+            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra", None)
+    if isinstance(plain.get("paths"), dict):
+        plain["paths"] = {k: str(Path(v).expanduser().resolve()) if isinstance(v, str) else v
+                          for k, v in plain["paths"].items()}
+    return plain
 
 
 def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:

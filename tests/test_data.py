@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from gate.build import build_datamodule, build_encoder, build_splits
-from gate.data import DatasetSpec, GATEDataModule, check_split, make_splits
+from gate.data import DatasetSpec, GATEDataModule, check_split
 from gate.data import sources
 from gate.data.splits import labels_of
 from helpers import compose_run

@@ -16,16 +16,15 @@ asking for more ``metrics`` later computes just the missing ones.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
+from gate.build import resolved_config
 from gate.results import RUN_ONLY_KEYS, Record, ResultsStore, experiment_id, git_describe
 
 # Keys of score.yaml that change how the scores are computed or logged, not their values.
@@ -43,20 +42,6 @@ class ScoreResult:
     features_path: Path | None = None
     features_from_cache: bool = False
     extract_seconds: float = 0.0
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain resolved data without Hydra's node, output paths made absolute."""
-    if "paths" in cfg and cfg.paths.get("root"):
-        cfg = copy.deepcopy(cfg)
-        with open_dict(cfg):
-            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra", None)
-    if isinstance(plain.get("paths"), dict):
-        plain["paths"] = {k: str(Path(v).expanduser().resolve()) if isinstance(v, str) else v
-                          for k, v in plain["paths"].items()}
-    return plain
 
 
 def _device(name: str) -> str:

@@ -6,7 +6,6 @@ from collections.abc import Callable
 
 import datasets
 import lightning as L
-import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 

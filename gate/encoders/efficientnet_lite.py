@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 
-import torch
 
 from .base import EncoderOutput, GATEEncoder, image_transform
 

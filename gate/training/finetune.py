@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import shutil
 from pathlib import Path
@@ -10,9 +9,9 @@ from typing import Any
 
 import hydra
 import lightning as L
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig
 
-from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, to_plain
+from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, resolved_config
 from ..model import GATEModel
 from ..results import Record, ResultsStore, experiment_id, git_describe
 from .ensemble import ranked_checkpoints, test_ensembles
@@ -28,20 +27,6 @@ class FinetuneResult:
     results_path: Path
     run_dir: Path
     logger_dir: str | None = None
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
-    if "paths" in cfg and cfg.paths.get("root"):
-        cfg = copy.deepcopy(cfg)
-        with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
-            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra", None)
-    if isinstance(plain.get("paths"), dict):
-        plain["paths"] = {k: str(Path(v).expanduser().resolve()) if isinstance(v, str) else v
-                          for k, v in plain["paths"].items()}
-    return plain
 
 
 def run_finetune(cfg: DictConfig) -> FinetuneResult:
