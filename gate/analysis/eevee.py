@@ -332,7 +332,9 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarr
     u = problem._u1pad[sp][:, col_idx]  # (S, C, dmax, H)
     w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
     ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
-    w1 = ws.get("w1", (M, 1 + dmax, H)).copy_(w1.reshape(M, 1 + dmax, H))
+    # The first layer is stored transposed, (H, 1 + dmax), so that every matmul below has plain
+    # row-major operands (the fast path of the BLAS).
+    w1 = ws.get("w1", (M, H, 1 + dmax)).copy_(w1.reshape(M, 1 + dmax, H).transpose(1, 2))
     w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(problem._w2b[sp][None].expand(C, S, H + 1, D))
     w2 = w2.view(M, H + 1, D)
     g1, g2 = ws.get("g1", w1.shape), ws.get("g2", w2.shape)  # fully overwritten by every backward pass
@@ -347,37 +349,40 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarr
         mask = row_ok(tr)[:, :, None] * obs[tr].repeat(C, 1, 1)  # (M, n_tr, D)
         count = mask.sum(dim=(1, 2), keepdim=True).clamp(min=1.0)
         dscale = (2.0 * mask / count).contiguous()
-    ha = ws.get("ha", (M, n_tr, H + 1)).fill_(1.0)  # hidden activations, a ones column for the output bias
-    h = ha[:, :, :H]
-    haT = ws.get("haT", (M, H + 1, n_tr))
-    pre = ws.get("pre", (M, n_tr, H))
+    preT = ws.get("preT", (M, H, n_tr))
+    haT = ws.get("haT", (M, H + 1, n_tr))  # hidden activations, transposed, with a ones row for the output bias
+    haT[:, H, :] = 1.0
+    hT = haT[:, :H, :]
+    ha = ws.get("ha", (M, n_tr, H + 1))
     out = ws.get("out", (M, n_tr, D))
-    dh = ws.get("dh", (M, n_tr, H))
+    outT = ws.get("outT", (M, D, n_tr))
+    dhT = ws.get("dhT", (M, H, n_tr))
     out4 = out.view(C, S, n_tr, D)
-    w2T = w2[:, :H, :].transpose(1, 2)
-    # The matmuls with contiguous operands go through numpy (OpenBLAS: faster than torch's CPU bmm
-    # for these small stacked matrices); they read and write the torch tensors' memory in place.
+    # The matmuls go through numpy (OpenBLAS: faster than torch's CPU bmm for these small stacked
+    # matrices); they read and write the torch tensors' memory in place.
     n_x, n_xT, n_w1, n_w2, n_g1, n_g2 = (t.numpy() for t in (x_tr, x_trT, w1, w2, g1, g2))
-    n_pre, n_ha, n_haT, n_out, n_dh = (t.numpy() for t in (pre, ha, haT, out, dh))
+    n_preT, n_ha, n_haT, n_out, n_outT, n_dhT = (t.numpy() for t in (preT, ha, haT, out, outT, dhT))
+    n_w2h = n_w2[:, :H, :]
     relu_grad = torch.ops.aten.threshold_backward.grad_input
     for _ in range(cfg.epochs):
-        np.matmul(n_x, n_w1, out=n_pre)
-        torch.clamp(pre, min=0, out=h)
-        np.matmul(n_ha, n_w2, out=n_out)
+        np.matmul(n_w1, n_xT, out=n_preT)  # (H, 1+d) @ (1+d, n)
+        torch.clamp(preT, min=0, out=hT)
+        ha.copy_(haT.transpose(1, 2))
+        np.matmul(n_ha, n_w2, out=n_out)  # (n, H+1) @ (H+1, D)
         if problem.complete:
             torch.add(neg_sy, out4, alpha=s, out=out4)  # out now holds dLoss/dOutput
         else:
             out4.sub_(y_tr)
             out.mul_(dscale)
-        haT.copy_(ha.transpose(1, 2))
-        np.matmul(n_haT, n_out, out=n_g2)
-        torch.bmm(out, w2T, out=dh)  # (torch: faster than numpy for this transposed operand)
-        relu_grad(dh, pre, 0, grad_input=dh)  # ReLU': zero where pre <= 0
-        np.matmul(n_xT, n_dh, out=n_g1)
+        np.matmul(n_haT, n_out, out=n_g2)  # (H+1, n) @ (n, D)
+        outT.copy_(out.transpose(1, 2))
+        np.matmul(n_w2h, n_outT, out=n_dhT)  # (H, D) @ (D, n)
+        relu_grad(dhT, preT, 0, grad_input=dhT)  # ReLU': zero where pre <= 0
+        np.matmul(n_dhT, n_x, out=n_g1)  # (H, n) @ (n, 1+d)
         opt.step()
     # Validation MSE over the observed entries of the validation encoders.
     x_va = inputs(va)
-    pred = torch.baddbmm(w2[:, H:, :], torch.relu(torch.bmm(x_va, w1)), w2[:, :H, :])
+    pred = torch.baddbmm(w2[:, H:, :], torch.relu(torch.bmm(x_va, w1.transpose(1, 2))), w2[:, :H, :])
     err = (pred.view(C, S, -1, D) - z[va]).square_()
     if problem.complete:
         mse = err.mean(dim=(2, 3))
