@@ -70,7 +70,7 @@ class EeveeConfig:
     keep: int = 50
     children: int = 10
     generations: int = 10
-    chunk: int = 10  # (candidate × split) models trained at once by one worker
+    chunk: int = 20  # (candidate × split) models trained at once by one worker
     workers: int | None = None  # tasks trained in parallel (None: torch.get_num_threads())
     missing: str = "mask"
     progress: bool = True
@@ -206,6 +206,9 @@ class Problem:
         self._w2b = torch.cat([self.w2, self.b2[:, None, :]], dim=1)  # (S, H + 1, D)
         self._tr = torch.as_tensor(np.stack([t for t, _ in self.splits]), dtype=torch.long)  # (S, n_tr)
         self._va = torch.as_tensor(np.stack([v for _, v in self.splits]), dtype=torch.long)
+        self._ztr, self._zva = self._zpad[self._tr], self._zpad[self._va]  # (S, n, D + 1)
+        self._ytr = self.z[self._tr]  # (S, n_tr, D)
+        self._neg_sy = -2.0 / (self._tr.shape[1] * D) * self._ytr  # the constant part of dLoss/dOutput
 
     @property
     def n_benchmarks(self) -> int:
@@ -310,31 +313,34 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarr
     for c, cols in enumerate(cols_list):
         col_idx[c, :len(cols)] = torch.as_tensor(cols, dtype=torch.long)
         widths[c] = len(cols)
-    zpad, opad, tr, va = problem._zpad, problem._opad, problem._tr[sp], problem._va[sp]
+    opad, tr, va = problem._opad, problem._tr[sp], problem._va[sp]
+    ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
 
-    def inputs(rows: torch.Tensor) -> torch.Tensor:  # (S, n) → (M, n, 1 + dmax) with a leading ones column
-        x = zpad[rows][:, :, col_idx]  # (S, n, C, dmax)
-        x = x.permute(2, 0, 1, 3).reshape(M, rows.shape[1], dmax)
-        return torch.cat([torch.ones(M, rows.shape[1], 1), x], dim=2).contiguous()
+    def inputs(rows_z: torch.Tensor, name: str) -> torch.Tensor:
+        """(S, n, D + 1) table rows → (M, n, 1 + dmax) inputs of the candidates, a leading ones column."""
+        n = rows_z.shape[1]
+        x = ws.get(name, (C, S, n, 1 + dmax))
+        x[..., 0] = 1.0
+        x[..., 1:] = rows_z[:, :, col_idx].permute(2, 0, 1, 3)  # (C, S, n, dmax)
+        return x.view(M, n, 1 + dmax)
 
     def row_ok(rows: torch.Tensor) -> torch.Tensor:  # (M, n): the encoder has every input column
         ok = opad[:, col_idx].all(dim=2).to(z.dtype)  # (n_enc, C)
         return ok[rows].permute(2, 0, 1).reshape(M, rows.shape[1])
 
     n_tr = tr.shape[1]
-    x_tr = inputs(tr)
-    x_trT = x_tr.transpose(1, 2).contiguous()
-    y_tr = z[tr]  # (S, n_tr, D), shared by the candidates
-    # Parameters, stacked: first layer [bias; weights; zero padding], second layer [weights; bias].
-    w1 = torch.zeros(C, S, 1 + dmax, H)
+    x_tr = inputs(problem._ztr[sp], "x_tr")
+    x_trT = ws.get("x_trT", (M, 1 + dmax, n_tr)).copy_(x_tr.transpose(1, 2))
+    y_tr = problem._ytr[sp]  # (S, n_tr, D), shared by the candidates
+    # Parameters, stacked: the first layer transposed, (H, 1 + dmax) = [bias, weights, zero padding], so
+    # that every matmul below has plain row-major operands (the BLAS fast path); the second layer
+    # (H + 1, D) = [weights; bias]. Initial weights: the problem's draws for these splits and columns.
     scale = torch.where(widths > 0, widths.clamp(min=1).rsqrt(), torch.zeros(()))  # 1/sqrt(fan_in)
-    w1[:, :, 0, :] = problem.ub1[sp][None] * scale[:, None, None]
-    u = problem._u1pad[sp][:, col_idx]  # (S, C, dmax, H)
-    w1[:, :, 1:, :] = u.permute(1, 0, 2, 3) * scale[:, None, None, None]
-    ws = _workspace()  # per-thread buffers reused across chunks: no fresh pages to fault in each time
-    # The first layer is stored transposed, (H, 1 + dmax), so that every matmul below has plain
-    # row-major operands (the fast path of the BLAS).
-    w1 = ws.get("w1", (M, H, 1 + dmax)).copy_(w1.reshape(M, 1 + dmax, H).transpose(1, 2))
+    w1 = ws.get("w1", (M, H, 1 + dmax)).view(C, S, H, 1 + dmax)
+    w1[..., 0] = problem.ub1[sp][None] * scale[:, None, None]
+    u = problem._u1pad[sp[:, None, None], col_idx[None]]  # (S, C, dmax, H)
+    torch.mul(u.permute(1, 0, 3, 2), scale[:, None, None, None], out=w1[..., 1:])
+    w1 = w1.view(M, H, 1 + dmax)
     w2 = ws.get("w2", (M, H + 1, D)).view(C, S, H + 1, D).copy_(problem._w2b[sp][None].expand(C, S, H + 1, D))
     w2 = w2.view(M, H + 1, D)
     g1, g2 = ws.get("g1", w1.shape), ws.get("g2", w2.shape)  # fully overwritten by every backward pass
@@ -344,7 +350,7 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarr
     # one fused pass: s * out + (-s * y).
     if problem.complete:
         s = 2.0 / (n_tr * D)
-        neg_sy = (-s * y_tr).contiguous()
+        neg_sy = problem._neg_sy[sp]
     else:
         mask = row_ok(tr)[:, :, None] * obs[tr].repeat(C, 1, 1)  # (M, n_tr, D)
         count = mask.sum(dim=(1, 2), keepdim=True).clamp(min=1.0)
@@ -381,7 +387,7 @@ def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarr
         np.matmul(n_dhT, n_x, out=n_g1)  # (H, n) @ (n, 1+d)
         opt.step()
     # Validation MSE over the observed entries of the validation encoders.
-    x_va = inputs(va)
+    x_va = inputs(problem._zva[sp], "x_va")
     pred = torch.baddbmm(w2[:, H:, :], torch.relu(torch.bmm(x_va, w1.transpose(1, 2))), w2[:, :H, :])
     err = (pred.view(C, S, -1, D) - z[va]).square_()
     if problem.complete:
@@ -480,7 +486,10 @@ def score_looped(problem: Problem, subsets: Sequence[Sequence[int]]) -> np.ndarr
             count = mask.sum().clamp(min=1.0)
             for _ in range(cfg.epochs):
                 opt.zero_grad()
-                loss = (((model(x) - y) ** 2) * mask).sum() / count
+                if problem.complete:  # what an ordinary loop writes (the masked form below is equal)
+                    loss = nn.functional.mse_loss(model(x), y)
+                else:
+                    loss = (((model(x) - y) ** 2) * mask).sum() / count
                 loss.backward()
                 opt.step()
             with torch.no_grad():
