@@ -1,14 +1,17 @@
 """EEVEE speed benchmark: the batched meta-model scorer vs one nn.Module at a time, and a full search.
 
     python benchmarks/bench_eevee.py                       # the paper's table, k=8, 32 candidates
-    python benchmarks/bench_eevee.py --candidates 64 --no-search --threads 2
+    python benchmarks/bench_eevee.py --no-search --threads 1 --workers 2   # the loop on one thread
 
 Prints (1) seconds per candidate for the batched scorer (gate.analysis.eevee.score_batched) and for
 the ordinary loop (score_looped: an nn.Module + autograd + torch.optim.AdamW per candidate and
 split) on the same random k-subsets, the speed ratio, and the largest difference of their fitness
 values (same seed, same splits, same initial weights); (2) the wall time of a full search with the
 default settings (1000 initial subsets, keep 50, 10 children, 10 generations) and its best subset.
-Not a timed test: run it by hand (two CPU cores: --threads 2).
+The two scorers are timed in interleaved rounds; the minimum (least disturbed by other processes)
+and the median are printed. ``--threads`` sets torch's threads for the loop (default: torch's
+default), ``--workers`` the batched scorer's parallel chunks (default: the same number).
+Not a timed test: run it by hand on an otherwise idle machine.
 """
 
 from __future__ import annotations
