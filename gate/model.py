@@ -48,7 +48,7 @@ class GATEModel(L.LightningModule):
             self.encoder.eval()
         predictions = self(batch)
         loss = self.adapter.loss(predictions, batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=len(batch["label"]))
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=self.adapter.batch_size(batch))
         return loss
 
     def _evaluate(self, batch, metrics, stage: str):
@@ -57,7 +57,7 @@ class GATEModel(L.LightningModule):
             self.test_outputs.append((predictions.detach().float().cpu(), self.adapter.target(batch).cpu()))
         loss = self.adapter.loss(predictions, batch)
         metrics.update(predictions.float(), self.adapter.target(batch))
-        size = len(batch["label"])
+        size = self.adapter.batch_size(batch)
         self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
 

@@ -16,7 +16,9 @@ import hashlib
 import json
 import math
 import os
+import socket
 import subprocess
+import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -24,17 +26,62 @@ from typing import Any
 
 KINDS = ("finetune", "score")
 
-# Keys of the resolved run config that change where/how a run is logged but not what it computes:
-# they are left out of the experiment id so that moving the output directory or switching the logger
-# does not make a finished experiment look new.
-RUN_ONLY_KEYS = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
-                 "trainer.enable_progress_bar", "trainer.enable_model_summary", "trainer.log_every_n_steps",
-                 "data.num_workers")
+# Keys of a resolved config that change where or how a run is logged or computed, but not the numbers it
+# records: they are left out of the experiment id, so moving the output directory, switching the logger or
+# asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
+_RUN_ONLY_COMMON = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
+                    "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
+                    "trainer.enable_model_summary", "trainer.log_every_n_steps")
+RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
+    "finetune": _RUN_ONLY_COMMON,
+    # gate-score: which scores to compute is not part of the experiment (each score is its own record);
+    # nor are the device, batch size and cache, which change speed, not features.
+    "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size"),
+}
+# Keys that vary between the runs that analysis compares or averages: the seed (replicas) and the entrant
+# (the encoder and the recipe that follows its architecture family). What is left is the protocol.
+REPLICA_KEYS = ("seed",)
+ENTRANT_KEYS = ("encoder", "recipe")
+
+
+def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """The part of a resolved config that identifies a ``kind`` experiment (run-only keys dropped).
+
+    This is the one rule for what identifies an experiment: ``gate-run``, ``gate-score``, the records'
+    ``config`` field and the analysis stage all go through it.
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    return _without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]])
+
+
+def experiment_id(config: Mapping[str, Any], kind: str) -> str:
+    """A stable 16-hex-digit id of a ``kind`` experiment: the hash of its :func:`identity`."""
+    return stable_hash(identity(config, kind))
+
+
+def protocol(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
+    """What an experiment measures apart from who is measured and with which seed: its identity without
+    :data:`REPLICA_KEYS` and :data:`ENTRANT_KEYS`. Two runs with equal protocols are comparable."""
+    return _without(identity(config, kind), [[k] for k in REPLICA_KEYS + ENTRANT_KEYS])
+
+
+def stable_hash(data: Any) -> str:
+    """A 16-hex-digit hash of plain data (dicts, lists, scalars); key order does not matter."""
+    blob = json.dumps(data, sort_keys=True, default=str, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclasses.dataclass(frozen=True)
 class Record:
-    """One measured number. The field order is the schema of DESIGN.md."""
+    """One measured number. The field order is the schema of DESIGN.md.
+
+    ``higher_is_better`` comes from the metric registry (:mod:`gate.metrics`) when not given; a value that
+    contradicts the registry is refused. ``attempt`` and ``set_size`` make record sets checkable: every
+    record appended by one :meth:`ResultsStore.append_set` call carries the same attempt id and the size of
+    the set, so a set torn by a crash is seen as incomplete (``set_size`` 0: a legacy record, trusted).
+    ``facts`` holds how the run went (wall time, throughput, peak memory, ``resumed_from_step``, ...).
+    """
 
     experiment: str
     kind: str
@@ -47,22 +94,38 @@ class Record:
     split: str
     metric: str
     value: float
-    higher_is_better: bool
+    higher_is_better: bool | None = None
     timestamp: str = ""
     git: str = ""
     config: Mapping[str, Any] | None = None
+    attempt: str = ""
+    set_size: int = 0
+    facts: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
+        from .metrics import lookup
+
         if self.kind not in KINDS:
             raise ValueError(f"Record.kind must be one of {KINDS}, got {self.kind!r}")
         for name in ("experiment", "encoder", "dataset", "split", "metric"):
             if not isinstance(getattr(self, name), str) or not getattr(self, name):
                 raise ValueError(f"Record.{name} must be a non-empty string, got {getattr(self, name)!r}")
         value = float(self.value)
-        if math.isnan(value):
-            raise ValueError(f"Record.value for metric {self.metric!r} is NaN; refusing to store it")
+        if not math.isfinite(value):
+            raise ValueError(f"Record.value for metric {self.metric!r} is {value}; refusing to store a non-finite "
+                             f"value")
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "seed", int(self.seed))
+        object.__setattr__(self, "set_size", int(self.set_size))
+        known = lookup(self.metric)
+        if self.higher_is_better is None:
+            if known is None:
+                raise ValueError(f"metric {self.metric!r} is not in the metric registry (gate/metrics.py): "
+                                 f"register it or give higher_is_better")
+            object.__setattr__(self, "higher_is_better", known.higher_is_better)
+        elif known is not None and bool(self.higher_is_better) != known.higher_is_better:
+            raise ValueError(f"metric {self.metric!r} is {'higher' if known.higher_is_better else 'lower'}-is-better "
+                             f"in the metric registry; the record says otherwise")
         object.__setattr__(self, "higher_is_better", bool(self.higher_is_better))
         if not self.timestamp:
             object.__setattr__(self, "timestamp", now_iso())
@@ -76,17 +139,6 @@ FIELDS = tuple(f.name for f in dataclasses.fields(Record))
 
 def now_iso() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-
-
-def experiment_id(config: Mapping[str, Any], drop: Iterable[str] = RUN_ONLY_KEYS) -> str:
-    """A stable 16-hex-digit hash of a resolved config, ignoring run-only keys (``a.b`` names a nested key).
-
-    ``config`` must be plain data (dicts, lists, scalars), e.g. ``OmegaConf.to_container(cfg, resolve=True)``.
-    Key order does not matter.
-    """
-    kept = _without(config, [key.split(".") for key in drop])
-    blob = json.dumps(kept, sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
 def _without(node: Mapping[str, Any], paths: list[list[str]]) -> dict[str, Any]:
@@ -110,6 +162,8 @@ def git_describe(cwd: str | os.PathLike | None = None) -> str:
             text=True,
             timeout=5,
             check=False,
+            # Never take the user's .git/index.lock (a `git commit` beside a running sweep must not fail).
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"},
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -126,7 +180,7 @@ class ResultsStore:
         return f"ResultsStore({str(self.path)!r})"
 
     def append(self, records: Iterable[Record]) -> int:
-        """Append records atomically; returns how many were written."""
+        """Append records atomically (one locked write); returns how many were written."""
         rows = [r.to_dict() if isinstance(r, Record) else Record(**r).to_dict() for r in records]
         if not rows:
             return 0
@@ -145,14 +199,32 @@ class ResultsStore:
             os.close(fd)
         return len(rows)
 
+    def append_set(self, records: Iterable[Record], facts: Mapping[str, Any] | None = None) -> int:
+        """Append one experiment's complete record set: each record gets the set's attempt id, its size and
+        ``facts``; a reader counts the set only when all of it is there (:meth:`complete_sets`)."""
+        records = list(records)
+        attempt = uuid.uuid4().hex[:16]
+        return self.append(dataclasses.replace(r, attempt=attempt, set_size=len(records),
+                                               facts=dict(facts) if facts is not None else r.facts)
+                           for r in records)
+
     def records(self) -> list[dict[str, Any]]:
         """All well-formed records, in the order they were written. Corrupt lines are skipped with a warning."""
         return list(read_jsonl(self.path)) if self.path.exists() else []
 
+    def complete_records(self, experiment: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
+        """The records of complete sets only (a set torn by a crash is left out), optionally of one experiment."""
+        rows = [r for r in self.records() if (experiment is None or r.get("experiment") == experiment)
+                and (kind is None or r.get("kind") == kind)]
+        seen: dict[str, int] = {}
+        for r in rows:
+            if r.get("attempt"):
+                seen[r["attempt"]] = seen.get(r["attempt"], 0) + 1
+        return [r for r in rows if not r.get("set_size") or seen.get(r.get("attempt", ""), 0) >= int(r["set_size"])]
+
     def has_experiment(self, experiment: str, kind: str | None = None) -> bool:
-        return any(
-            r.get("experiment") == experiment and (kind is None or r.get("kind") == kind) for r in self.records()
-        )
+        """Whether a complete record set of ``experiment`` is stored (a torn set does not count)."""
+        return bool(self.complete_records(experiment, kind))
 
     def to_frame(self):
         """The records as a pandas DataFrame with the schema's columns (empty if the store is empty)."""
@@ -163,9 +235,15 @@ class ResultsStore:
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterable[dict[str, Any]]:
-    """Yield the JSON objects of a JSONL file, warning about (and skipping) each corrupt line by number."""
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    """Yield the JSON objects of a JSONL file, warning about (and skipping) each corrupt line by number:
+    torn JSON, bytes that are not UTF-8, anything but an object."""
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                warnings.warn(f"{path}:{lineno}: skipping a record line that is not UTF-8 text", stacklevel=2)
+                continue
             if not line.strip():
                 continue
             try:
@@ -177,6 +255,41 @@ def read_jsonl(path: str | os.PathLike) -> Iterable[dict[str, Any]]:
                 warnings.warn(f"{path}:{lineno}: skipping a line that is not a JSON object", stacklevel=2)
                 continue
             yield row
+
+
+class ExperimentLock:
+    """An exclusive per-experiment lock (``flock`` on ``<run_dir>/lock``), so twin runs never share checkpoints.
+
+    The operating system releases it when the holder dies, so a killed run never leaves a stale lock.
+    """
+
+    def __init__(self, run_dir: str | os.PathLike, experiment: str) -> None:
+        self.path = Path(run_dir) / "lock"
+        self.experiment = experiment
+        self._fd: int | None = None
+
+    def __enter__(self) -> ExperimentLock:
+        from .errors import GateError
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "another process"
+            os.close(fd)
+            raise GateError(f"experiment {self.experiment} is already running ({holder}; lock {self.path}); "
+                            f"wait for it to finish (its records will land in the store) or stop it") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {now_iso()}".encode(), 0)
+        self._fd = fd
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
 
 
 def _ends_with_newline(path: Path, size: int) -> bool:

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from gate.cli.score import SCORE_RUN_ONLY, _all_done, run_score
+from gate.results import RUN_ONLY_KEYS
+from gate.scoring import _all_done, run_score
 from gate.encoders.base import EncoderOutput
 from gate.features import extract_features, feature_cache_key, feature_cache_path
 from gate.results import ResultsStore
@@ -43,9 +44,10 @@ def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(t
         for name, r in rows.items():
             assert (r["kind"], r["dataset"], r["split"], r["task"]) == ("score", "digits", "train", "classification")
             assert r["higher_is_better"] is True
-            timing = r["config"]["timing"]
-            assert timing["seconds"] >= 0 and timing["num_samples"] == 150 and not timing["features_from_cache"]
-            assert not set(r["config"]) & (set(SCORE_RUN_ONLY) - {"timing"})  # identity only
+            facts = r["facts"]
+            assert facts["seconds"] >= 0 and facts["num_samples"] == 150 and not facts["features_from_cache"]
+            assert not set(r["config"]) & set(RUN_ONLY_KEYS["score"])  # identity only
+            assert r["set_size"] == len(rows) and r["attempt"]
     assert by_encoder["efficientnet_lite0"]["logme"]["value"] > by_encoder["resnet18_scratch"]["logme"]["value"]
     caches = sorted((tmp_path / "cache" / "features").rglob("*.pt"))
     assert len(caches) == 2

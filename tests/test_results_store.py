@@ -3,7 +3,9 @@ import os
 
 import pytest
 
-from gate.results import FIELDS, Record, ResultsStore, experiment_id, read_jsonl
+from gate.errors import GateError
+from gate.results import (FIELDS, ExperimentLock, Record, ResultsStore, experiment_id, identity, protocol,
+                          read_jsonl)
 
 
 def record(**overrides):
@@ -15,7 +17,8 @@ def record(**overrides):
 
 def test_schema_is_the_design_contract():
     assert FIELDS == ("experiment", "kind", "encoder", "dataset", "task", "adapter", "recipe", "seed", "split",
-                      "metric", "value", "higher_is_better", "timestamp", "git", "config")
+                      "metric", "value", "higher_is_better", "timestamp", "git", "config", "attempt", "set_size",
+                      "facts")
 
 
 def test_append_and_read_back(tmp_path):
@@ -42,8 +45,14 @@ def test_a_torn_last_line_is_skipped_with_a_warning_and_never_glued_to(tmp_path)
 def test_bad_records_are_refused():
     with pytest.raises(ValueError, match="kind"):
         record(kind="bogus")
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="non-finite"):
         record(value=float("nan"))
+    with pytest.raises(ValueError, match="non-finite"):
+        record(value=float("inf"))
+    with pytest.raises(ValueError, match="lower-is-better in the metric registry"):
+        record(metric="loss", higher_is_better=True)
+    with pytest.raises(ValueError, match="not in the metric registry"):
+        Record(**{**record().to_dict(), "metric": "my_new_metric", "higher_is_better": None})
     with pytest.raises(ValueError, match="metric"):
         record(metric="")
 
@@ -51,12 +60,76 @@ def test_bad_records_are_refused():
 def test_experiment_id_is_stable_and_ignores_run_only_keys():
     cfg = {"encoder": {"name": "a"}, "seed": 0, "paths": {"root": "/x"}, "logger": {"mode": "offline"}}
     same = {"seed": 0, "encoder": {"name": "a"}, "paths": {"root": "/elsewhere"}, "logger": None}
-    assert experiment_id(cfg) == experiment_id(same)
-    assert experiment_id(cfg) != experiment_id({**cfg, "seed": 1})
+    assert experiment_id(cfg, "finetune") == experiment_id(same, "finetune")
+    assert experiment_id(cfg, "finetune") != experiment_id({**cfg, "seed": 1}, "finetune")
     quiet = {**cfg, "trainer": {"max_steps": 5, "enable_progress_bar": False}}
-    assert experiment_id(quiet) == experiment_id({**cfg, "trainer": {"max_steps": 5, "enable_progress_bar": True}})
-    assert experiment_id(quiet) != experiment_id({**cfg, "trainer": {"max_steps": 6, "enable_progress_bar": False}})
-    assert len(experiment_id(cfg)) == 16
+    loud = {**cfg, "trainer": {"max_steps": 5, "enable_progress_bar": True}}
+    assert experiment_id(quiet, "finetune") == experiment_id(loud, "finetune")
+    longer = {**cfg, "trainer": {"max_steps": 6, "enable_progress_bar": False}}
+    assert experiment_id(quiet, "finetune") != experiment_id(longer, "finetune")
+    assert len(experiment_id(cfg, "finetune")) == 16
+    # Which scores to compute is not part of a score experiment; for a fine-tune there is no such key.
+    assert experiment_id({**cfg, "metrics": ["logme"]}, "score") == experiment_id(cfg, "score")
+    assert identity({**cfg, "metrics": ["logme"]}, "score") == identity(cfg, "score")
+    with pytest.raises(ValueError, match="kind"):
+        experiment_id(cfg, "bogus")
+
+
+def test_protocol_leaves_out_seed_and_entrant():
+    cfg = {"encoder": {"name": "a"}, "recipe": {"name": "conv"}, "seed": 3, "image_size": 64, "paths": {"root": "/x"}}
+    assert protocol(cfg, "finetune") == {"image_size": 64}
+
+
+def test_a_non_utf8_line_is_skipped_with_a_warning(tmp_path):
+    store = ResultsStore(tmp_path / "records.jsonl")
+    store.append([record()])
+    with open(store.path, "ab") as fh:
+        fh.write(b'{"experiment": "\xff\xfe bad"}\n')
+    store.append([record(experiment="e3")])
+    with pytest.warns(UserWarning, match=r"records.jsonl:2: skipping a record line that is not UTF-8"):
+        rows = store.records()
+    assert [r["experiment"] for r in rows] == ["e1", "e3"]
+
+
+def test_a_torn_record_set_does_not_count_as_done(tmp_path):
+    store = ResultsStore(tmp_path / "records.jsonl")
+    store.append_set([record(experiment="whole"), record(experiment="whole", metric="acc@5")],
+                     facts={"wall_seconds": 1.0})
+    assert store.has_experiment("whole", "finetune")
+    rows = store.records()
+    assert {r["set_size"] for r in rows} == {2} and len({r["attempt"] for r in rows}) == 1
+    assert rows[0]["facts"] == {"wall_seconds": 1.0}
+    # A crash mid-append: the first record of a two-record set landed, the second was cut short.
+    store.append_set([record(experiment="torn"), record(experiment="torn", metric="acc@5")])
+    text = store.path.read_bytes()
+    store.path.write_bytes(text[: text.rindex(b"\n", 0, len(text) - 1) + 1] + text[text.rindex(b"\n", 0, len(text) - 1) + 1:][:40])
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert not store.has_experiment("torn", "finetune")
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert [r["metric"] for r in store.complete_records("torn")] == []
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert store.has_experiment("whole", "finetune")
+    # Legacy records (no set size) are trusted.
+    store.append([record(experiment="legacy")])
+    with pytest.warns(UserWarning, match="corrupt"):
+        assert store.has_experiment("legacy")
+
+
+def test_experiment_lock_keeps_twins_apart_and_is_released(tmp_path):
+    with ExperimentLock(tmp_path / "run", "abc"):
+        with pytest.raises(GateError, match=r"experiment abc is already running \(pid \d+"):
+            with ExperimentLock(tmp_path / "run", "abc"):
+                pass
+    with ExperimentLock(tmp_path / "run", "abc"):  # released on exit
+        pass
+    # A holder that dies releases the lock (the OS drops flocks of dead processes).
+    pid = os.fork()
+    if pid == 0:
+        lock = ExperimentLock(tmp_path / "run", "abc").__enter__()  # noqa: F841 - held until _exit
+        os._exit(0)
+    assert os.waitpid(pid, 0)[1] == 0
+    with ExperimentLock(tmp_path / "run", "abc"):
+        pass
 
 
 def test_concurrent_appends_never_interleave(tmp_path):

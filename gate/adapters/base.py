@@ -16,6 +16,7 @@ import torch
 from torch import nn
 from torchmetrics import MetricCollection
 
+from .. import metrics
 from ..encoders.base import EncoderOutput, GATEEncoder
 
 
@@ -24,9 +25,9 @@ class Adapter(nn.Module, abc.ABC):
     tasks: frozenset[str] = frozenset()
     #: What the encoder must provide: "features" (pooled) or "tokens" (token/spatial maps).
     needs: str = "features"
-    #: The validation metric (without the "val/" prefix) that ranks checkpoints, and its direction.
+    #: The validation metric (without the "val/" prefix) that ranks checkpoints; its direction comes from the
+    #: metric registry (:mod:`gate.metrics`).
     monitor: str = "loss"
-    monitor_mode: str = "min"
 
     @abc.abstractmethod
     def forward(self, encoded: EncoderOutput, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -40,15 +41,24 @@ class Adapter(nn.Module, abc.ABC):
     def make_metrics(self) -> MetricCollection:
         """A fresh metric collection; keys are the metric names recorded in the results store."""
 
+    @property
+    def monitor_mode(self) -> str:
+        """``"max"`` or ``"min"``: how checkpoints are ranked by :attr:`monitor`."""
+        return metrics.monitor_mode(self.monitor)
+
     def target(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
         return batch["label"]
+
+    def batch_size(self, batch: Mapping[str, torch.Tensor]) -> int:
+        """How many examples a batch holds (for logging and throughput)."""
+        return len(self.target(batch))
 
     def combine(self, predictions: Sequence[torch.Tensor]) -> torch.Tensor:
         """Ensemble the predictions of several checkpoints (default: average the logits)."""
         return torch.stack(list(predictions)).mean(dim=0)
 
     def higher_is_better(self, metric: str) -> bool:
-        return "loss" not in metric and "error" not in metric and "mae" not in metric.lower()
+        return metrics.higher_is_better(metric)
 
     def check_compatible(self, task: str, dataset: str, encoder: GATEEncoder) -> None:
         """Raise a clear error if this adapter cannot serve the dataset's task with this encoder."""

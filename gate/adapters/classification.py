@@ -19,7 +19,6 @@ class LinearClassifier(Adapter):
 
     tasks = frozenset({"classification"})
     monitor = "acc@1"
-    monitor_mode = "max"
 
     def __init__(self, feature_dim: int, num_classes: int, dropout: float = 0.0, label_smoothing: float = 0.0,
                  top_k: tuple[int, ...] = (1, 5)) -> None:

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import warnings
-
 import hydra
 from omegaconf import DictConfig
+
+from gate.cli.common import prepare_process, run_cli
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
 def main(cfg: DictConfig) -> None:
-    # Deprecation chatter from third-party internals is not the user's business.
-    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    prepare_process(cfg)
     from gate.training.finetune import run_finetune  # heavy imports after Hydra has parsed the command line
 
-    result = run_finetune(cfg)
+    result = run_cli("gate-run", run_finetune, cfg)
     name = f"{cfg.encoder.name} × {cfg.dataset.name} × {cfg.adapter.name} × {cfg.recipe.name} (seed {cfg.seed})"
     if result.skipped:
         print(f"[gate] experiment {result.experiment} ({name}) is already in {result.results_path}; "

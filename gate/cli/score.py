@@ -1,142 +1,19 @@
-"""gate-score: transferability scores from one cached pass of features (composed by Hydra from conf/score.yaml).
-
-For one encoder × dataset × split it extracts (or loads from the cache, see :mod:`gate.features`) the pooled
-features, labels and — for encoders with a source classification head — source probabilities, computes every
-applicable score of :data:`gate.transferability.SCORES` (or those listed in ``metrics``) and appends one
-``Record(kind="score", split=<split>, metric=<score name>, higher_is_better=...)`` per score to the results
-store (``paths.results``).
-
-Records: ``adapter`` and ``recipe`` are empty (no fine-tuning is involved); ``config`` is the resolved config
-that identifies the experiment (encoder, dataset, split, seed, max_samples, image_size) plus a ``timing``
-entry ``{"seconds": <time this score took>, "extract_seconds": <feature pass, 0 when cached>,
-"features_from_cache": bool, "num_samples": n, "feature_dim": D}``. The experiment id hashes the identifying
-config only, so re-running is a no-op for the scores already stored (``force=true`` recomputes them), and
-asking for more ``metrics`` later computes just the missing ones.
-"""
+"""gate-score: transferability scores of one encoder on one dataset split (composed from conf/score.yaml)."""
 
 from __future__ import annotations
-
-import dataclasses
-import time
-import warnings
-from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
-from gate.build import resolved_config
-from gate.results import RUN_ONLY_KEYS, Record, ResultsStore, experiment_id, git_describe
-
-# Keys of score.yaml that change how the scores are computed or logged, not their values.
-SCORE_RUN_ONLY = tuple(RUN_ONLY_KEYS) + ("metrics", "cache", "device", "batch_size", "timing")
-
-
-@dataclasses.dataclass
-class ScoreResult:
-    experiment: str
-    skipped: bool
-    values: dict[str, float]
-    seconds: dict[str, float]
-    failed: dict[str, str]
-    results_path: Path
-    features_path: Path | None = None
-    features_from_cache: bool = False
-    extract_seconds: float = 0.0
-
-
-def _device(name: str) -> str:
-    import torch
-
-    if name == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device={name!r} but no CUDA device is available; use device=cpu or device=auto")
-    return name
-
-
-def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
-    from gate.transferability import SCORES, applicable_scores
-
-    if names is not None:
-        return applicable_scores(True if has_probs is None else has_probs, list(names))
-    if has_probs is None:
-        return list(SCORES)
-    return applicable_scores(has_probs)
-
-
-def run_score(cfg: DictConfig) -> ScoreResult:
-    """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``), appending records."""
-    from gate.transferability import SCORES
-
-    config = resolved_config(cfg)
-    identity = {k: v for k, v in config.items() if k not in SCORE_RUN_ONLY}
-    exp = experiment_id(identity, drop=())
-    store = ResultsStore(config["paths"]["results"])
-    task = config["dataset"].get("task", "classification")
-    if task != "classification":
-        raise ValueError(f"gate-score scores classification datasets; dataset {config['dataset']['name']!r} is a "
-                         f"{task!r} task")
-    names = config.get("metrics")
-    if names is not None:
-        names = [names] if isinstance(names, str) else list(names)
-        _wanted(names, None)  # unknown names fail before any work
-    force = bool(config.get("force", False))
-    done = {r["metric"] for r in store.records() if r.get("experiment") == exp and r.get("kind") == "score"}
-    if not force and _all_done(names, done):
-        return ScoreResult(exp, True, {}, {}, {}, store.path)
-
-    import torch
-
-    from gate.features import cached_features  # heavy (encoders, datasets): only when there is work to do
-
-    device = _device(str(config.get("device", "cpu")))
-    feats = cached_features(config, config["split"], config.get("max_samples"),
-                            config["paths"]["cache"] if config.get("cache", True) else None,
-                            refresh=not config.get("cache", True), batch_size=int(config.get("batch_size", 128)),
-                            num_workers=int(config.get("num_workers", 0)), device=device,
-                            progress=bool(config.get("progress_bar", True)))
-    wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
-    features = feats.features.to(device=device, dtype=torch.float64)
-    labels = feats.labels.to(device)
-    probs = feats.source_probs.to(device=device, dtype=torch.float64) if feats.source_probs is not None else None
-
-    values, seconds, failed = {}, {}, {}
-    for name in wanted:
-        start = time.perf_counter()
-        try:
-            values[name] = SCORES[name](features=features, labels=labels, source_probs=probs)
-        except (ValueError, RuntimeError) as err:  # e.g. a subsample with a single class
-            failed[name] = f"{type(err).__name__}: {err}"
-            warnings.warn(f"gate-score: {name} failed on {config['encoder']['name']} × "
-                          f"{config['dataset']['name']}/{config['split']}: {err}", stacklevel=2)
-            continue
-        seconds[name] = time.perf_counter() - start
-
-    common = dict(experiment=exp, kind="score", encoder=config["encoder"]["name"], dataset=config["dataset"]["name"],
-                  task=task, adapter="", recipe="", seed=int(config.get("seed", 0)), split=config["split"],
-                  git=git_describe())
-    run_info = dict(extract_seconds=round(feats.seconds, 4), features_from_cache=feats.from_cache,
-                    num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]))
-    store.append(Record(metric=name, value=value, higher_is_better=SCORES[name].higher_is_better,
-                        config={**identity, "timing": {"seconds": round(seconds[name], 6), **run_info}}, **common)
-                 for name, value in values.items())
-    return ScoreResult(exp, False, values, seconds, failed, store.path, feats.path, feats.from_cache, feats.seconds)
-
-
-def _all_done(names: list[str] | None, done: set[str]) -> bool:
-    from gate.transferability import SCORES
-
-    if names is not None:
-        return set(names) <= done
-    needs_features = {k for k, m in SCORES.items() if m.needs == "features"}
-    needs_probs = set(SCORES) - needs_features
-    # An encoder without a source head never gets the probability scores: all-or-none of them counts as done.
-    return needs_features <= done and (needs_probs <= done or not (needs_probs & done))
+from gate.cli.common import prepare_process, run_cli
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="score")
 def main(cfg: DictConfig) -> None:
-    result = run_score(cfg)
+    prepare_process(cfg)
+    from gate.scoring import run_score  # heavy imports after Hydra has parsed the command line
+
+    result = run_cli("gate-score", run_score, cfg)
     name = f"{cfg.encoder.name} × {cfg.dataset.name}/{cfg.split}"
     if result.skipped:
         print(f"[gate] scores of experiment {result.experiment} ({name}) are already in {result.results_path}; "

@@ -49,6 +49,9 @@ class GATEEncoder(nn.Module, abc.ABC):
     feature_dim: int
     #: Size of the source (pretraining) label set when the encoder returns ``source_logits``.
     num_source_classes: int | None = None
+    #: The smallest input resolution (px) the encoder can take meaningfully, e.g. its total stride; config
+    #: validation refuses a smaller ``image_size`` before anything is built.
+    min_image_size: int = 1
 
     @abc.abstractmethod
     def transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:

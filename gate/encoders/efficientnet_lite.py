@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+
 import importlib
 
 
@@ -40,6 +43,7 @@ class EfficientNetLite(GATEEncoder):
 
     modalities = frozenset({"image"})
     num_source_classes = 1000
+    min_image_size = 32  # total stride: below it the last stage sees less than a pixel
 
     def __init__(self, variant: str = "efficientnet-lite0", image_size: int = 224, pretrained: bool = True,
                  augment: bool = False) -> None:
@@ -47,8 +51,9 @@ class EfficientNetLite(GATEEncoder):
         from efficientnet_lite_pytorch import EfficientNet
 
         if pretrained:
-            self.model = EfficientNet.from_pretrained(variant, weights_path=packaged_weights_path(variant),
-                                                      image_size=image_size)
+            with contextlib.redirect_stdout(io.StringIO()):  # the package prints "Loaded pretrained weights"
+                self.model = EfficientNet.from_pretrained(variant, weights_path=packaged_weights_path(variant),
+                                                          image_size=image_size)
         else:
             self.model = EfficientNet.from_name(variant, image_size=image_size)
         self.image_size = image_size

@@ -17,6 +17,7 @@ class TimmEncoder(GATEEncoder):
     """
 
     modalities = frozenset({"image"})
+    min_image_size = 32  # the total stride of timm's CNNs (32) and at least two ViT/16 patches
 
     def __init__(self, model_name: str, pretrained: bool = False, checkpoint_path: str | None = None,
                  image_size: int = 224, augment: bool = False, **model_kwargs) -> None:

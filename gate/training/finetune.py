@@ -1,9 +1,16 @@
-"""One fine-tuning experiment, start to finish: build, (resume,) fit, test best + ensembles, record."""
+"""One fine-tuning experiment, start to finish: validate, build, (resume,) fit, test best + ensembles, record.
+
+The run is killable at any moment and safe beside its twin: a per-experiment lock keeps two identical runs
+apart; records are appended as one complete set (a torn set does not count as done); an interrupted run
+resumes from its newest complete checkpoint; checkpoints other than the best are removed once the records
+are stored (``keep_checkpoints``).
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +20,11 @@ from omegaconf import DictConfig
 
 from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, resolved_config
 from ..model import GATEModel
-from ..results import Record, ResultsStore, experiment_id, git_describe
+from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
+from ..validate import validate_run_config
+from .checkpoints import prune, resume_point
 from .ensemble import ranked_checkpoints, test_ensembles
+from .facts import RunFacts
 from .loggers import logger_run_dir
 from .trainer import build_trainer, checkpoint_callback
 
@@ -27,21 +37,31 @@ class FinetuneResult:
     results_path: Path
     run_dir: Path
     logger_dir: str | None = None
+    facts: dict[str, Any] | None = None
 
 
 def run_finetune(cfg: DictConfig) -> FinetuneResult:
     """Run the experiment ``cfg`` (a composed ``run.yaml``) unless the store already has it."""
+    validate_run_config(cfg)  # every config problem, before anything is built
     config = resolved_config(cfg)
-    exp = experiment_id(config)
+    exp = experiment_id(config, "finetune")
     store = ResultsStore(config["paths"]["results"])
     run_dir = Path(config["paths"]["runs"]).expanduser().resolve() / exp
-    if store.has_experiment(exp, kind="finetune") and not config.get("force", False):
+    force = bool(config.get("force", False))
+    if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
+    with ExperimentLock(run_dir, exp):
+        if store.has_experiment(exp, kind="finetune") and not force:  # a twin finished while we waited
+            return FinetuneResult(exp, True, {}, store.path, run_dir)
+        return _finetune(config, exp, store, run_dir, force)
 
+
+def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool) -> FinetuneResult:
+    started = time.perf_counter()
     ckpt_dir = run_dir / "checkpoints"
-    if config.get("force", False) and ckpt_dir.exists():
-        shutil.rmtree(ckpt_dir)  # force: train from scratch, do not resume the finished run
-    last = ckpt_dir / "last.ckpt"
+    if force and ckpt_dir.exists():
+        shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
+    resume = resume_point(ckpt_dir)
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
     encoder = build_encoder(config["encoder"])
@@ -60,11 +80,12 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     ensemble_sizes = tuple(config.get("ensembles", (1, 3, 5)))
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
-    trainer = build_trainer(config["trainer"], [checkpoints], logger, run_dir)
+    facts = RunFacts()
+    trainer = build_trainer(config["trainer"], [checkpoints, facts], logger, run_dir)
 
-    if last.exists():
-        print(f"[gate] resuming experiment {exp} from {last}")
-    trainer.fit(model, datamodule=datamodule, ckpt_path=str(last) if last.exists() else None)
+    if resume is not None:
+        print(f"[gate] resuming experiment {exp} from {resume}")
+    trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None)
     ranked = ranked_checkpoints(checkpoints)  # before testing: loading a checkpoint restores callback state
     best_val = checkpoints.best_model_score
     if not ranked:
@@ -76,22 +97,25 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     if logger is not None:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
-    records = finetune_records(config, exp, adapter, metrics, float(best_val))
-    store.append(records)
+    run_facts = {**facts.facts(resumed=resume is not None), "wall_seconds": round(time.perf_counter() - started, 2),
+                 "global_step": int(trainer.global_step), "device": str(model.device),
+                 "precision": str(trainer.precision)}
+    store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
+    prune(ckpt_dir, ranked, str(config.get("keep_checkpoints", "best")))
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
         logger.experiment.finish()
-    return FinetuneResult(exp, False, metrics, store.path, run_dir, logger_dir)
+    return FinetuneResult(exp, False, metrics, store.path, run_dir, logger_dir, run_facts)
 
 
 def finetune_records(config: dict[str, Any], exp: str, adapter, metrics: dict[str, float],
                      best_val: float) -> list[Record]:
+    """One record per test metric and one for the best validation value of the checkpoint monitor; the
+    directions come from the metric registry (:mod:`gate.metrics`)."""
     common = dict(experiment=exp, kind="finetune", encoder=config["encoder"]["name"],
                   dataset=config["dataset"]["name"], task=config["dataset"]["task"],
                   adapter=config["adapter"]["name"], recipe=config["recipe"]["name"], seed=int(config["seed"]),
-                  git=git_describe(), config={k: v for k, v in config.items() if k not in ("paths", "logger")})
-    rows = [Record(split="test", metric=name, value=value, higher_is_better=adapter.higher_is_better(name), **common)
-            for name, value in sorted(metrics.items())]
-    rows.append(Record(split="val", metric=adapter.monitor, value=best_val,
-                       higher_is_better=adapter.monitor_mode == "max", **common))
+                  git=git_describe(), config=identity(config, "finetune"))
+    rows = [Record(split="test", metric=name, value=value, **common) for name, value in sorted(metrics.items())]
+    rows.append(Record(split="val", metric=adapter.monitor, value=best_val, **common))
     return rows

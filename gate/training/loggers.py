@@ -14,8 +14,11 @@ def wandb_logger(save_dir: str, project: str = "gate", mode: str = "offline", na
     if mode not in ("offline", "online", "disabled"):
         raise ValueError(f"logger.mode must be offline, online or disabled, got {mode!r}")
     Path(save_dir).mkdir(parents=True, exist_ok=True)
-    return WandbLogger(save_dir=save_dir, project=project, name=name, entity=entity, tags=tags, group=group,
-                       offline=mode == "offline", mode=mode, settings=_quiet_settings())
+    logger = WandbLogger(save_dir=save_dir, project=project, name=name, entity=entity, tags=tags, group=group,
+                         offline=mode == "offline", mode=mode, settings=_quiet_settings())
+    # Lightning always passes W&B's deprecated `anonymous` argument (as None), which makes W&B warn on every run.
+    logger._wandb_init.pop("anonymous", None)
+    return logger
 
 
 def _quiet_settings():

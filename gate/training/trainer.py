@@ -42,6 +42,10 @@ def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger, default_
             warnings.warn(f"trainer.max_steps={max_steps} is not a multiple of val_check_interval={every}: the last "
                           f"{max_steps % every} steps are never validated", stacklevel=2)
     callbacks = list(callbacks)
+    if kwargs.get("enable_progress_bar", True):
+        from .progress import step_progress_bar
+
+        callbacks.append(step_progress_bar())
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     return L.Trainer(callbacks=callbacks, logger=logger or False, default_root_dir=str(default_root_dir), **kwargs)

@@ -1,0 +1,106 @@
+"""What every entry point shares: expected errors as one line on stderr (exit code 2), never a traceback.
+
+A traceback is shown only with ``GATE_DEBUG=1`` (or Hydra's ``HYDRA_FULL_ERROR=1``). Entry points call the
+library inside :func:`run_cli`, inside their ``@hydra.main`` function (Hydra's own handler would print a
+trimmed traceback otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+# Errors whose message is written for the user: bad config or input, missing files, refused downloads.
+EXPECTED = (ValueError, TypeError, KeyError, LookupError, OSError, RuntimeError, ImportError)
+
+
+def debug_enabled() -> bool:
+    return os.environ.get("GATE_DEBUG", "") not in ("", "0") or os.environ.get("HYDRA_FULL_ERROR", "") == "1"
+
+
+def describe(err: BaseException) -> str:
+    """One line for an exception: the innermost cause of wrapper exceptions (Hydra's instantiation errors)."""
+    while err.__cause__ is not None and type(err).__name__ in ("InstantiationException", "ConfigCompositionException"):
+        err = err.__cause__
+    text = str(err) if not isinstance(err, KeyError) or not err.args else str(err.args[0])
+    text = " ".join(text.split())  # one line
+    from gate.errors import GateError
+
+    if isinstance(err, GateError) or (isinstance(err, EXPECTED) and text):
+        return text
+    return f"internal error ({type(err).__name__}: {text}); rerun with GATE_DEBUG=1 for the traceback"
+
+
+def fail(cmd: str, message: str) -> NoReturn:
+    print(f"{cmd}: error: {message}", file=sys.stderr, flush=True)
+    sys.exit(2)
+
+
+def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``; any failure becomes ``<cmd>: error: <what>`` on stderr and exit code 2."""
+    try:
+        return fn(*args, **kwargs)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # noqa: BLE001 - the whole point: no traceback for the user
+        if debug_enabled():
+            raise
+        fail(cmd, describe(err))
+
+
+def prepare_process(cfg: Any, cmd: str | None = None) -> None:
+    """Set up this process for one entry point (the CLI is the edge: library code never does this).
+
+    * Quiet, honest output: Lightning's info chatter (device banners, tips, "Restoring states ...") is
+      dropped; gate prints what matters itself. Deprecation noise from third-party internals is hidden.
+    * Everything the run writes goes under ``paths.root``: temporary files, W&B's cache/config/data dirs and
+      matplotlib's cache (unless the user set those explicitly), so ``$HOME`` and ``$TMPDIR`` stay untouched.
+    """
+    import logging
+    import warnings
+    from pathlib import Path
+
+    cmd = cmd or Path(sys.argv[0]).name
+    if "trainer" in cfg or "encoder" in cfg:
+        import lightning.pytorch  # noqa: F401 - its import sets its loggers to INFO: quiet them after it
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning", "pytorch_lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.formatwarning = _one_line_warning
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
+    warnings.filterwarnings("ignore", message=r".*does not have many workers.*")
+    root = None
+    try:
+        root = cfg.paths.root if "paths" in cfg else None
+    except Exception:  # noqa: BLE001 - a broken interpolation is reported by validation
+        root = None
+    if root is None:
+        return
+    run_cli(cmd, _redirect_writes, str(root))
+
+
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    return f"[gate] warning: {message}\n"
+
+
+def _redirect_writes(root: str) -> None:
+    import tempfile
+    from pathlib import Path
+
+    from gate.validate import check_output_root
+
+    base = check_output_root(root)
+    tmp = base / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    os.environ["TMPDIR"] = str(tmp)
+    tempfile.tempdir = str(tmp)
+    cache = base / "cache"
+    for var, path in (("MPLCONFIGDIR", cache / "matplotlib"), ("WANDB_CACHE_DIR", cache / "wandb"),
+                      ("WANDB_CONFIG_DIR", base / "wandb" / "config"), ("WANDB_DATA_DIR", cache / "wandb-data"),
+                      ("WANDB_ARTIFACT_DIR", cache / "wandb-artifacts")):
+        if not os.environ.get(var):
+            Path(path).mkdir(parents=True, exist_ok=True)
+            os.environ[var] = str(path)
+    os.environ.setdefault("GIT_OPTIONAL_LOCKS", "0")

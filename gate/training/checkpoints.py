@@ -1,0 +1,72 @@
+"""Checkpoints on disk: which one to resume from (never a truncated one), and what to keep afterwards."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import warnings
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+
+KEEP = ("best", "all", "none")
+
+
+def is_complete_checkpoint(path: str | Path) -> bool:
+    """Whether a torch checkpoint file was written to the end. ``torch.save`` writes a zip archive whose
+    central directory comes last, so a write cut short by a kill leaves no readable directory."""
+    path = Path(path)
+    try:
+        if path.stat().st_size == 0:
+            return False
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.namelist())
+    except (OSError, zipfile.BadZipFile):
+        return False
+
+
+def set_aside(path: Path, why: str) -> Path:
+    """Rename a bad file to ``<name>.corrupt-<time>`` (kept for inspection, never loaded again) with a warning."""
+    target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
+    path.replace(target)
+    warnings.warn(f"{path} is {why}; moved aside to {target.name}", stacklevel=3)
+    return target
+
+
+def _step(path: Path) -> int:
+    match = re.search(r"step=(\d+)", path.name)
+    return int(match.group(1)) if match else -1
+
+
+def resume_point(ckpt_dir: str | Path) -> Path | None:
+    """The checkpoint an interrupted run resumes from: ``last.ckpt`` when complete; else the newest complete
+    validation checkpoint; else None (train from scratch). Truncated files are moved aside."""
+    ckpt_dir = Path(ckpt_dir)
+    last = ckpt_dir / "last.ckpt"
+    if last.exists():
+        if is_complete_checkpoint(last):
+            return last
+        set_aside(last, "truncated (the run was killed while saving it)")
+    for path in sorted(ckpt_dir.glob("step=*.ckpt"), key=_step, reverse=True):
+        if is_complete_checkpoint(path):
+            warnings.warn(f"resuming from {path.name}, the newest complete checkpoint", stacklevel=2)
+            return path
+        set_aside(path, "truncated")
+    return None
+
+
+def prune(ckpt_dir: str | Path, ranked: Sequence[str], keep: str) -> None:
+    """After testing: keep ``all`` checkpoints, only the ``best`` (``ranked[0]``), or ``none`` of them."""
+    if keep not in KEEP:
+        raise ValueError(f"keep_checkpoints must be one of {list(KEEP)}, got {keep!r}")
+    ckpt_dir = Path(ckpt_dir)
+    if keep == "all" or not ckpt_dir.exists():
+        return
+    if keep == "none":
+        shutil.rmtree(ckpt_dir, ignore_errors=True)
+        return
+    best = Path(ranked[0]).resolve() if ranked else None
+    for path in ckpt_dir.glob("*.ckpt"):
+        if path.resolve() != best:
+            path.unlink(missing_ok=True)

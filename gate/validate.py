@@ -1,0 +1,271 @@
+"""One validation pass over a composed config, before any model or data is built.
+
+Every problem found is collected and reported together as one :class:`~gate.errors.ConfigError` line that
+names each offending key, its value and what would be valid. A bad value found after training would waste
+the user's GPU-hours; a value accepted silently (``image_size=7``, ``data.batch_size=1.5``) would record a
+wrong number. Checks that need the data (declared classes vs the classes present) live with the data
+(:func:`gate.data.spec.check_split`), and run before the model is built.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import warnings
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf
+
+from .errors import ConfigError
+
+# Below this input resolution image benchmarks measure the resize, not the encoder: warn.
+IMAGE_SIZE_FLOOR = 32
+KEEP_CHECKPOINTS = ("best", "all", "none")
+PRECISIONS = ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "transformer-engine",
+              "64", "32", "16", "bf16")
+DEVICES = ("cpu", "cuda", "auto")
+SPLITS = ("train", "val", "test")
+_MISSING = object()
+
+
+class _Checker:
+    """Collects problems; each check names the key, the value and what is valid."""
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = cfg
+        self.problems: list[str] = []
+
+    def get(self, key: str, default: Any = _MISSING) -> Any:
+        node: Any = self.cfg
+        for part in key.split("."):
+            if not isinstance(node, Mapping) or part not in node:
+                return default
+            node = node[part]
+        return node
+
+    def bad(self, key: str, value: Any, valid: str) -> None:
+        self.problems.append(f"{key}={_show(value)} is invalid: {valid}")
+
+    def integer(self, key: str, low: int | None = None, *, optional: bool = False, required: bool = True) -> Any:
+        value = self.get(key)
+        if value is _MISSING:
+            if required:
+                self.problems.append(f"{key} is missing: expected an integer")
+            return None
+        if value is None and optional:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int):
+            what = "an integer" + (f" >= {low}" if low is not None else "") + (" or null" if optional else "")
+            self.bad(key, value, f"expected {what}")
+            return None
+        if low is not None and value < low:
+            self.bad(key, value, f"must be >= {low}" + (" (or null)" if optional else ""))
+            return None
+        return value
+
+    def number(self, key: str, low: float | None = None, high: float | None = None, *, low_open: bool = False,
+               high_open: bool = False, required: bool = False) -> Any:
+        value = self.get(key)
+        if value is _MISSING or (value is None and not required):
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.bad(key, value, "expected a number")
+            return None
+        if (low is not None and (value < low or (low_open and value == low))) or \
+                (high is not None and (value > high or (high_open and value == high))):
+            lo = "(" if low_open else "["
+            hi = ")" if high_open else "]"
+            self.bad(key, value, f"must be in {lo}{low if low is not None else '-inf'}, "
+                                 f"{high if high is not None else 'inf'}{hi}")
+            return None
+        return value
+
+    def boolean(self, key: str) -> None:
+        value = self.get(key)
+        if value is not _MISSING and not isinstance(value, bool):
+            self.bad(key, value, "expected true or false")
+
+    def choice(self, key: str, options: tuple[str, ...], *, optional: bool = False) -> None:
+        value = self.get(key)
+        if value is _MISSING or (value is None and optional):
+            return
+        if value not in options:
+            self.bad(key, value, f"expected one of {list(options)}" + (" or null" if optional else ""))
+
+    def raise_if_any(self, what: str) -> None:
+        if self.problems:
+            n = len(self.problems)
+            head = f"{what}: {n} problem{'s' if n > 1 else ''}: " if n > 1 else ""
+            raise ConfigError(head + "; ".join(self.problems))
+
+
+def _show(value: Any) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _resolved(cfg: Any) -> dict[str, Any]:
+    """The config as plain data; an interpolation that cannot resolve is a config error naming it."""
+    if isinstance(cfg, Mapping) and not OmegaConf.is_config(cfg):
+        return dict(cfg)
+    try:
+        plain = OmegaConf.to_container(cfg, resolve=True)
+    except Exception as err:  # noqa: BLE001 - OmegaConf raises several types for broken interpolations
+        raise ConfigError(f"the config does not resolve: {' '.join(str(err).split())}") from None
+    plain.pop("hydra", None)
+    return plain
+
+
+def check_output_root(root: Any) -> Path:
+    """``paths.root`` as an absolute directory that exists (created) and is writable, or a ConfigError."""
+    if not isinstance(root, str) or not root.strip():
+        raise ConfigError(f"paths.root={_show(root)} is invalid: expected a directory for gate's outputs "
+                          f"(default gate_outputs, or set GATE_HOME)")
+    path = Path(root).expanduser().resolve()
+    if path == Path(path.anchor):
+        raise ConfigError(f"paths.root={root!r} is the filesystem root: give a directory for gate's outputs")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".gate-write-test-"):
+            pass
+    except OSError as err:
+        raise ConfigError(f"paths.root={root!r} is not a writable directory ({err.strerror or err}); "
+                          f"give one you can write to") from None
+    return path
+
+
+def _check_paths(c: _Checker) -> None:
+    paths = c.get("paths", None)
+    if not isinstance(paths, Mapping):
+        c.problems.append("paths is missing: expected the paths group (paths=default)")
+        return
+    try:
+        check_output_root(paths.get("root"))
+    except ConfigError as err:
+        c.problems.append(str(err))
+    for key in ("results", "runs", "cache"):
+        value = paths.get(key)
+        if key in paths and (not isinstance(value, str) or not value.strip()):
+            c.bad(f"paths.{key}", value, "expected a path")
+
+
+def _encoder_class(encoder_cfg: Mapping[str, Any]) -> type | None:
+    target = encoder_cfg.get("_target_") if isinstance(encoder_cfg, Mapping) else None
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        return get_class(target)
+    except Exception:  # noqa: BLE001 - an unknown class is reported when the encoder is built
+        return None
+
+
+def _check_image_size(c: _Checker) -> None:
+    dataset = c.get("dataset", {}) or {}
+    if not isinstance(dataset, Mapping) or dataset.get("modality", "image") not in ("image", "video"):
+        return
+    size = c.integer("image_size", 1, required=False)
+    encoder = c.get("encoder", {}) or {}
+    enc_size = encoder.get("image_size") if isinstance(encoder, Mapping) else None
+    if enc_size is not None and enc_size != size:
+        size = c.integer("encoder.image_size", 1)
+        key = "encoder.image_size"
+    else:
+        key = "image_size"
+    if size is None:
+        return
+    cls = _encoder_class(encoder)
+    minimum = int(getattr(cls, "min_image_size", 1) or 1)
+    name = encoder.get("name", "the encoder") if isinstance(encoder, Mapping) else "the encoder"
+    if size < minimum:
+        c.bad(key, size, f"encoder {name} needs at least {minimum} px (its total stride); use >= {minimum}")
+    elif size < IMAGE_SIZE_FLOOR:
+        warnings.warn(f"{key}={size} is below {IMAGE_SIZE_FLOOR} px: the result measures the resize more than "
+                      f"the encoder", stacklevel=3)
+
+
+def _check_dataset(c: _Checker) -> None:
+    dataset = c.get("dataset", None)
+    if not isinstance(dataset, Mapping):
+        c.problems.append("dataset is missing: expected the dataset group (e.g. dataset=fashion_mnist)")
+        return
+    c.integer("dataset.num_classes", 2)
+    for key in ("dataset.splits.val_fraction", "dataset.splits.test_fraction"):
+        c.number(key, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def validate_run_config(cfg: Any) -> dict[str, Any]:
+    """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every
+    problem found."""
+    plain = _resolved(cfg)
+    c = _Checker(plain)
+    c.integer("seed", 0)
+    c.boolean("force")
+    c.choice("keep_checkpoints", KEEP_CHECKPOINTS)
+    ensembles = c.get("ensembles")
+    if ensembles is not _MISSING:
+        if not isinstance(ensembles, list) or not ensembles or not all(
+                isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ensembles):
+            c.bad("ensembles", ensembles, "expected a non-empty list of checkpoint counts >= 1, e.g. [1, 3, 5] "
+                                          "([1] tests the best checkpoint alone)")
+    c.integer("data.batch_size", 1)
+    c.integer("data.eval_batch_size", 1, optional=True, required=False)
+    c.integer("data.num_workers", 0, required=False)
+    for split in SPLITS:
+        c.integer(f"data.max_{split}_samples", 1, optional=True, required=False)
+    max_steps = c.integer("trainer.max_steps", 1)
+    every = c.get("trainer.val_check_interval")
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or every <= 0 or \
+            (isinstance(every, float) and every > 1):
+        c.bad("trainer.val_check_interval", every, "expected a number of steps >= 1 (or a fraction of an epoch "
+                                                   "in (0, 1])")
+    elif isinstance(every, int) and max_steps is not None and every > max_steps:
+        c.bad("trainer.val_check_interval", every, f"is larger than trainer.max_steps={max_steps}: no checkpoint "
+                                                   f"would ever be validated")
+    c.integer("trainer.log_every_n_steps", 1, required=False)
+    c.choice("trainer.precision", PRECISIONS, optional=True)
+    c.number("recipe.optimizer.lr", 0.0, low_open=True, required=False)
+    c.number("recipe.optimizer.weight_decay", 0.0, required=False)
+    c.number("adapter.dropout", 0.0, 1.0, high_open=True)
+    c.number("adapter.label_smoothing", 0.0, 1.0, high_open=True)
+    adapter_classes = c.get("adapter.num_classes", None)
+    dataset_classes = c.get("dataset.num_classes", None)
+    if isinstance(adapter_classes, int) and isinstance(dataset_classes, int) and adapter_classes != dataset_classes:
+        c.bad("adapter.num_classes", adapter_classes, f"must equal dataset.num_classes={dataset_classes}")
+    c.choice("logger.mode", ("offline", "online", "disabled"))
+    _check_dataset(c)
+    _check_image_size(c)
+    _check_paths(c)
+    c.raise_if_any("gate-run config")
+    return plain
+
+
+def validate_score_config(cfg: Any) -> dict[str, Any]:
+    """Check a composed ``score.yaml``; returns it as plain resolved data."""
+    plain = _resolved(cfg)
+    c = _Checker(plain)
+    c.integer("seed", 0)
+    c.boolean("force")
+    c.boolean("cache")
+    c.choice("split", SPLITS)
+    c.integer("batch_size", 1)
+    c.integer("num_workers", 0, required=False)
+    device = c.get("device")
+    if not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
+        c.bad("device", device, f"expected one of {list(DEVICES)} or cuda:<index>")
+    max_samples = c.integer("max_samples", 2, optional=True)
+    classes = c.get("dataset.num_classes", None)
+    if isinstance(max_samples, int) and isinstance(classes, int) and max_samples < 2 * classes:
+        c.bad("max_samples", max_samples, f"the scores need at least 2 samples per class: >= {2 * classes} for "
+                                          f"the {classes} classes of {c.get('dataset.name', 'the dataset')} "
+                                          f"(or null for the whole split)")
+    metrics = c.get("metrics", None)
+    if metrics is not None and not isinstance(metrics, (str, list)):
+        c.bad("metrics", metrics, "expected a list of score names or null (every applicable score)")
+    _check_dataset(c)
+    _check_image_size(c)
+    _check_paths(c)
+    c.raise_if_any("gate-score config")
+    return plain
