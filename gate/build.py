@@ -73,7 +73,9 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
     split_cfg = cfg.get("splits", {}) or {}
     return make_splits(raw, seed=seed, val_fraction=split_cfg.get("val_fraction", 0.1),
-                       test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}))
+                       test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}),
+                       num_classes=cfg.get("num_classes") if cfg.get("task") == "classification" else None,
+                       name=cfg.get("name", "dataset"))
 
 
 def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder) -> GATEDataModule:

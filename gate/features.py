@@ -26,7 +26,8 @@ from typing import Any
 import torch
 
 from .build import build_encoder, build_spec, build_splits, to_plain
-from .results import experiment_id
+from .results import stable_hash
+from .training.checkpoints import is_complete_checkpoint, set_aside
 
 __all__ = ["FeatureSet", "feature_cache_key", "feature_cache_path", "extract_features", "cached_features"]
 
@@ -58,7 +59,7 @@ def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | 
 
 
 def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> Path:
-    digest = experiment_id(dict(key), drop=())
+    digest = stable_hash(dict(key))
     return (Path(cache_dir).expanduser().resolve() / "features" / str(key["encoder"].get("name", "encoder"))
             / str(key["dataset"].get("name", "dataset")) / f"{key['split']}-{digest}.pt")
 
@@ -114,9 +115,10 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     key = feature_cache_key(config, split, max_samples)
     path = feature_cache_path(cache_dir, key) if cache_dir is not None else None
     if path is not None and path.is_file() and not refresh:
-        blob = torch.load(path, map_location="cpu", weights_only=True)
-        return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
-                          from_cache=True)
+        blob = _load_cached(path)
+        if blob is not None:
+            return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
+                              from_cache=True)
 
     start = time.perf_counter()
     encoder = build_encoder(key["encoder"])
@@ -131,6 +133,22 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     if path is not None:
         _save_atomic(path, {"features": feats, "labels": labels, "source_probs": probs}, key)
     return FeatureSet(feats, labels, probs, dict(key), path, from_cache=False, seconds=seconds)
+
+
+def _load_cached(path: Path) -> dict[str, Any] | None:
+    """A cached feature file, or None after moving a truncated or unreadable one aside (it is re-extracted)."""
+    if not is_complete_checkpoint(path):
+        set_aside(path, "a truncated feature cache file")
+        return None
+    try:
+        blob = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unreadable cache file is re-extracted, never trusted
+        set_aside(path, f"an unreadable feature cache file ({type(err).__name__})")
+        return None
+    if not isinstance(blob, dict) or not {"features", "labels"} <= set(blob):
+        set_aside(path, "not a feature cache file")
+        return None
+    return blob
 
 
 def _save_atomic(path: Path, blob: dict[str, Any], key: Mapping[str, Any]) -> None:

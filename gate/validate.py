@@ -186,6 +186,17 @@ def _check_image_size(c: _Checker) -> None:
                       f"the encoder", stacklevel=3)
 
 
+def _check_modality(c: _Checker) -> None:
+    encoder, dataset = c.get("encoder", {}) or {}, c.get("dataset", {}) or {}
+    cls = _encoder_class(encoder)
+    modality = dataset.get("modality") if isinstance(dataset, Mapping) else None
+    takes = getattr(cls, "modalities", None)
+    if cls is None or not modality or not takes or modality in takes:
+        return
+    c.problems.append(f"encoder={encoder.get('name', '?')} takes {sorted(takes)} input, but "
+                      f"dataset={dataset.get('name', '?')} is {modality}: choose an encoder that takes {modality}")
+
+
 def _check_dataset(c: _Checker) -> None:
     dataset = c.get("dataset", None)
     if not isinstance(dataset, Mapping):
@@ -236,6 +247,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
         c.bad("adapter.num_classes", adapter_classes, f"must equal dataset.num_classes={dataset_classes}")
     c.choice("logger.mode", ("offline", "online", "disabled"))
     _check_dataset(c)
+    _check_modality(c)
     _check_image_size(c)
     _check_paths(c)
     c.raise_if_any("gate-run config")
@@ -264,7 +276,20 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     metrics = c.get("metrics", None)
     if metrics is not None and not isinstance(metrics, (str, list)):
         c.bad("metrics", metrics, "expected a list of score names or null (every applicable score)")
+    elif metrics is not None:
+        from .transferability import SCORES
+
+        names = [metrics] if isinstance(metrics, str) else list(metrics)
+        unknown = [m for m in names if m not in SCORES]
+        if unknown:
+            c.bad("metrics", metrics, f"unknown score(s) {unknown}; known: {sorted(SCORES)}")
+        headless = getattr(_encoder_class(c.get("encoder", {}) or {}), "num_source_classes", 0) is None
+        need_head = [m for m in names if m in SCORES and SCORES[m].needs == "source_probs"]
+        if headless and need_head:
+            c.bad("metrics", metrics, f"{need_head} need the source classification head that encoder "
+                                      f"{c.get('encoder.name', '?')} does not have; drop them")
     _check_dataset(c)
+    _check_modality(c)
     _check_image_size(c)
     _check_paths(c)
     c.raise_if_any("gate-score config")

@@ -50,7 +50,7 @@ def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         fail(cmd, describe(err))
 
 
-def prepare_process(cfg: Any, cmd: str | None = None) -> None:
+def prepare_process(cfg: Any) -> None:
     """Set up this process for one entry point (the CLI is the edge: library code never does this).
 
     * Quiet, honest output: Lightning's info chatter (device banners, tips, "Restoring states ...") is
@@ -58,15 +58,8 @@ def prepare_process(cfg: Any, cmd: str | None = None) -> None:
     * Everything the run writes goes under ``paths.root``: temporary files, W&B's cache/config/data dirs and
       matplotlib's cache (unless the user set those explicitly), so ``$HOME`` and ``$TMPDIR`` stay untouched.
     """
-    import logging
     import warnings
-    from pathlib import Path
 
-    cmd = cmd or Path(sys.argv[0]).name
-    if "trainer" in cfg or "encoder" in cfg:
-        import lightning.pytorch  # noqa: F401 - its import sets its loggers to INFO: quiet them after it
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning", "pytorch_lightning"):
-        logging.getLogger(name).setLevel(logging.WARNING)
     warnings.formatwarning = _one_line_warning
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")
@@ -78,7 +71,24 @@ def prepare_process(cfg: Any, cmd: str | None = None) -> None:
         root = None
     if root is None:
         return
-    run_cli(cmd, _redirect_writes, str(root))
+    from gate.errors import ConfigError
+
+    try:
+        _redirect_writes(str(root))
+    except ConfigError:
+        return  # validation reports the bad root together with every other problem
+
+
+
+def quiet_lightning() -> None:
+    """Drop Lightning's info chatter (device banners, tips, "Restoring states ..."). Call after importing
+    Lightning: its import sets its loggers to INFO."""
+    import logging
+
+    import lightning.pytorch  # noqa: F401
+
+    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+        logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:

@@ -5,13 +5,17 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from gate.cli.common import prepare_process, run_cli
+from gate.cli.common import prepare_process, quiet_lightning, run_cli
+from gate.validate import validate_run_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
 def main(cfg: DictConfig) -> None:
     prepare_process(cfg)
-    from gate.training.finetune import run_finetune  # heavy imports after Hydra has parsed the command line
+    run_cli("gate-run", validate_run_config, cfg)  # every config problem, before the heavy imports
+    from gate.training.finetune import run_finetune
+
+    quiet_lightning()
 
     result = run_cli("gate-run", run_finetune, cfg)
     name = f"{cfg.encoder.name} × {cfg.dataset.name} × {cfg.adapter.name} × {cfg.recipe.name} (seed {cfg.seed})"

@@ -5,13 +5,17 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from gate.cli.common import prepare_process, run_cli
+from gate.cli.common import prepare_process, quiet_lightning, run_cli
+from gate.validate import validate_score_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="score")
 def main(cfg: DictConfig) -> None:
     prepare_process(cfg)
-    from gate.scoring import run_score  # heavy imports after Hydra has parsed the command line
+    run_cli("gate-score", validate_score_config, cfg)  # every config problem, before the heavy imports
+    from gate.scoring import run_score
+
+    quiet_lightning()
 
     result = run_cli("gate-score", run_score, cfg)
     name = f"{cfg.encoder.name} × {cfg.dataset.name}/{cfg.split}"

@@ -30,7 +30,8 @@ def _carve(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.D
 
 
 def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
-                max_samples: dict[str, int | None] | None = None) -> datasets.DatasetDict:
+                max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
+                name: str = "dataset") -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
@@ -45,6 +46,11 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
         splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed)
     if "val" not in splits:
         splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1)
+    if num_classes is not None:  # on the whole training split, before any cap
+        present = np.unique(labels_of(splits["train"]))
+        if present.size != num_classes:
+            raise ValueError(f"dataset {name!r} declares num_classes={num_classes}, but its train split holds "
+                             f"{present.size} classes; set dataset.num_classes={present.size}")
     for name, cap in (max_samples or {}).items():
         if cap is None or name not in splits:
             continue

@@ -28,11 +28,18 @@ class TimmEncoder(GATEEncoder):
             close = timm.list_models(f"*{model_name.split('_')[0]}*")[:10]
             raise ValueError(f"unknown timm model {model_name!r}; similar names: {close}")
         if checkpoint_path is not None and not os.path.isfile(checkpoint_path):
-            raise FileNotFoundError(f"timm checkpoint_path {checkpoint_path!r} does not exist")
+            raise FileNotFoundError(f"encoder.checkpoint_path={checkpoint_path!r} does not exist; give the path of a "
+                                    f"local weights file (.pth, .pt or .safetensors)")
+        if checkpoint_path is not None and os.path.getsize(checkpoint_path) == 0:
+            raise ValueError(f"encoder.checkpoint_path={checkpoint_path!r} is an empty file; give a complete weights "
+                             f"file")
         try:
             self.model = timm.create_model(model_name, pretrained=pretrained and checkpoint_path is None,
                                            num_classes=0, checkpoint_path=checkpoint_path or "", **model_kwargs)
-        except Exception as err:  # hub unreachable, missing cache, ...
+        except Exception as err:  # hub unreachable, missing cache, unreadable checkpoint ...
+            if checkpoint_path is not None:
+                raise ValueError(f"encoder.checkpoint_path={checkpoint_path!r} is not a readable {model_name} "
+                                 f"checkpoint ({type(err).__name__}: {' '.join(str(err).split())[:200]})") from err
             if pretrained:
                 raise RuntimeError(
                     f"could not load pretrained weights for timm model {model_name!r} ({err}). Offline, either "

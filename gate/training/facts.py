@@ -26,8 +26,15 @@ class RunFacts(L.Callback):
         self.step_seconds = 0.0
         self._t0 = 0.0
 
+    def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
+        # Called when a run resumes (also when the checkpoint is already at max_steps and no step follows);
+        # later calls load checkpoints for testing and must not count.
+        if self.start_step is None:
+            self.start_step = int(checkpoint.get("global_step", 0))
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self.start_step = int(trainer.global_step)
+        if self.start_step is None:
+            self.start_step = int(trainer.global_step)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
 

@@ -1,0 +1,104 @@
+"""Bad input never ends in a traceback or a silently wrong number: each of these gets one clear line that
+names the offending key or path, and a non-zero exit, before any training.
+
+The commands run as a user types them (subprocesses), two at a time.
+"""
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+RUN = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=4", "trainer.val_check_interval=2",
+       "trainer.enable_progress_bar=false"]
+SCORE = ["dataset=digits", "image_size=32", "max_samples=60", "progress_bar=false"]
+
+# (command, arguments, a text the error must contain: the offending key or path)
+CASES = [
+    ("run", ["trainer.max_steps=abc"], "trainer.max_steps"),
+    ("run", ["trainer.max_steps=0"], "trainer.max_steps"),
+    ("run", ["trainer.val_check_interval=0"], "trainer.val_check_interval"),
+    ("run", ["trainer.val_check_interval=50"], "trainer.val_check_interval"),
+    ("run", ["image_size=0"], "image_size"),
+    ("run", ["image_size=7"], "image_size"),
+    ("run", ["seed=abc"], "seed"),
+    ("run", ["seed=-1"], "seed"),
+    ("run", ["ensembles=abc"], "ensembles"),
+    ("run", ["ensembles=[]"], "ensembles"),
+    ("run", ["ensembles=[0]"], "ensembles"),
+    ("run", ["data.batch_size=1.5"], "data.batch_size"),
+    ("run", ["data.batch_size=0"], "data.batch_size"),
+    ("run", ["data.max_val_samples=0"], "data.max_val_samples"),
+    ("run", ["dataset.num_classes=20"], "num_classes"),
+    ("run", ["paths.root="], "paths.root"),
+    ("run", ["paths.root=/proc/gate-outputs"], "paths.root"),
+    ("run", ["keep_checkpoints=some"], "keep_checkpoints"),
+    ("run", ["logger=wandb", "logger.mode=sometimes"], "logger.mode"),
+    ("run", ["recipe.optimizer.lr=-1"], "recipe.optimizer.lr"),
+    ("run", ["adapter.dropout=1.5"], "adapter.dropout"),
+    ("run", ["trainer.precision=fp8"], "trainer.precision"),
+    ("run", ["force=maybe"], "force"),
+    ("run", ["dataset.splits.val_fraction=1.5"], "val_fraction"),
+    ("run", ["encoder=timm", "encoder.model_name=resnet18", "encoder.checkpoint_path={empty}"], "checkpoint_path"),
+    ("run", ["encoder=timm", "encoder.model_name=resnet18", "encoder.checkpoint_path={garbage}"], "checkpoint_path"),
+    ("run", ["encoder=timm", "encoder.model_name=resnet18", "encoder.checkpoint_path=/no/such.pth"],
+     "checkpoint_path"),
+    ("run", ["encoder=timm", "encoder.model_name=not_a_model_name"], "not_a_model_name"),
+    ("run", ["encoder=minilm"], "minilm"),
+    ("run", ["encoder=no_such_encoder"], "no_such_encoder"),
+    ("score", ["max_samples=5"], "max_samples"),
+    ("score", ["split=dev"], "split"),
+    ("score", ["device=tpu"], "device"),
+    ("score", ["metrics=[not_a_score]"], "not_a_score"),
+    ("score", ["batch_size=0"], "batch_size"),
+    ("score", ["encoder=resnet18_scratch", "metrics=[leep]"], "leep"),
+    ("analysis", ["results=/no/such/records.jsonl"], "/no/such/records.jsonl"),
+    ("analysis", ["results={binary}"], "binary.bin"),
+    ("eevee", ["table=/no/such/table.csv"], "/no/such/table.csv"),
+    ("eevee", ["table={binary}"], "binary.bin"),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    base = tmp_path_factory.mktemp("bad")
+    (base / "empty.pth").write_bytes(b"")
+    (base / "garbage.pth").write_bytes(b"this is not a checkpoint\n" * 10)
+    (base / "binary.bin").write_bytes(bytes(range(256)) * 8)
+    return base
+
+
+def _run(case, files, root):
+    command, args, _ = case
+    args = [a.format(empty=files / "empty.pth", garbage=files / "garbage.pth", binary=files / "binary.bin")
+            for a in args]
+    base = {"run": RUN, "score": SCORE}.get(command, [])
+    has_root = any(a.startswith("paths.root=") for a in args)
+    argv = [sys.executable, "-m", f"gate.cli.{command}", *base, *args] + ([] if has_root else [f"paths.root={root}"])
+    env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
+    return subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+
+
+@pytest.mark.slow
+def test_bad_inputs_get_one_clear_line_and_no_traceback(files, tmp_path):
+    assert len(CASES) >= 30
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        outs = list(pool.map(lambda c: _run(c, files, tmp_path / "out"), CASES))
+    failures = []
+    for (command, args, needle), out in zip(CASES, outs):
+        text = out.stdout + out.stderr
+        if out.returncode == 0 or "Traceback" in text or needle not in text:
+            failures.append(f"gate-{command} {' '.join(args)} -> exit {out.returncode}:\n{text[-1500:]}")
+    assert not failures, "\n\n".join(failures)
+    # Nothing was trained: no record landed in the store.
+    assert not (tmp_path / "out" / "results" / "records.jsonl").exists()
+
+
+def test_gate_errors_are_one_line_with_exit_code_2(files, tmp_path):
+    out = _run(("run", ["seed=abc", "trainer.max_steps=abc"], ""), files, tmp_path)
+    assert out.returncode == 2
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("gate-run: error: ")
+    assert "seed" in lines[0] and "trainer.max_steps" in lines[0]  # every problem at once

@@ -1,0 +1,118 @@
+"""A run is killable at any moment, safe beside its twin, and writes nothing outside its output root."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gate.build import resolved_config
+from gate.results import ExperimentLock, ResultsStore, experiment_id
+from gate.training.finetune import run_finetune
+from helpers import compose_run
+
+TINY = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=6", "trainer.val_check_interval=3",
+        "trainer.enable_progress_bar=false", "data.batch_size=16", "data.max_train_samples=200",
+        "data.max_val_samples=60", "data.max_test_samples=60", "ensembles=[1,2]"]
+
+
+def gate_run(args, env=None, **kwargs):
+    env = {**os.environ, **(env or {})}
+    env.pop("GATE_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "gate.cli.run", *args], capture_output=True, text=True, env=env,
+                          timeout=600, **kwargs)
+
+
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+@pytest.mark.slow
+def test_a_run_writes_only_under_its_output_root(tmp_path):
+    home, tmp, root = tmp_path / "home", tmp_path / "tmp", tmp_path / "out"
+    home.mkdir()
+    tmp.mkdir()
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "XDG_CACHE_HOME": "", "XDG_CONFIG_HOME": "", "MPLCONFIGDIR": "",
+           "WANDB_DIR": "", "WANDB_CACHE_DIR": "", "WANDB_CONFIG_DIR": "", "WANDB_DATA_DIR": ""}
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "WANDB_", "MPLCONFIG"))}
+    clean.update({k: v for k, v in env.items() if v})
+    clean["WANDB_MODE"] = "offline"
+    out = subprocess.run([sys.executable, "-m", "gate.cli.run", *[a for a in TINY if not a.startswith("logger")],
+                          "logger=wandb", f"paths.root={root}"], capture_output=True, text=True, env=clean, timeout=600,
+                         cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert files_under(home) == [], files_under(home)
+    assert files_under(tmp) == [], files_under(tmp)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "out", "tmp"]  # nothing in the working dir
+    records = ResultsStore(root / "results" / "records.jsonl").records()
+    facts = records[0]["facts"]
+    assert facts["resumed_from_step"] is None and facts["wall_seconds"] > 0 and facts["train_samples"] == 6 * 16
+    assert facts["train_samples_per_second"] > 0 and facts["peak_host_memory_mb"] > 0
+    # keep_checkpoints=best (the default): only the tested checkpoint is left.
+    (run_dir,) = (root / "runs").iterdir()
+    assert len(list((run_dir / "checkpoints").glob("*.ckpt"))) == 1
+    # Quiet, honest output: no Lightning banners, tips, "Restoring states" lines or W&B anonymity warnings.
+    text = out.stdout + out.stderr
+    for noise in ("GPU available", "Tip:", "Restoring states", "anonymous", "Epoch 0/-"):
+        assert noise not in text, noise
+
+
+@pytest.mark.slow
+def test_twin_runs_never_share_a_run_and_force_never_deletes_a_running_one(tmp_path):
+    cfg = compose_run(tmp_path, TINY)
+    exp = experiment_id(resolved_config(cfg), "finetune")
+    run_dir = tmp_path / "runs" / exp
+    keep = run_dir / "checkpoints" / "step=3.ckpt"
+    keep.parent.mkdir(parents=True)
+    keep.write_bytes(b"the twin's work")
+    with ExperimentLock(run_dir, exp):  # the twin is running
+        for extra in ([], ["force=true"]):
+            out = gate_run([*TINY, f"paths.root={tmp_path}", *extra])
+            assert out.returncode == 2, out.stderr[-2000:]
+            assert f"experiment {exp} is already running" in out.stderr and "Traceback" not in out.stderr
+            assert keep.read_bytes() == b"the twin's work"
+    assert not (tmp_path / "results" / "records.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
+    cfg = compose_run(tmp_path, [*TINY, "keep_checkpoints=all"])
+    first = run_finetune(cfg)
+    ckpts = first.run_dir / "checkpoints"
+    last = ckpts / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:1000])  # killed while saving
+    elsewhere = compose_run(tmp_path, [*TINY, "keep_checkpoints=all", f"paths.results={tmp_path}/other.jsonl"])
+    with pytest.warns(UserWarning, match="truncated"):
+        again = run_finetune(elsewhere)  # same experiment id (paths are run-only), an empty store: runs again
+    assert again.experiment == first.experiment
+    assert again.facts["resumed_from_step"] == 6  # from the newest complete checkpoint, step=6
+    assert list(ckpts.glob("last.ckpt.corrupt-*"))
+    assert again.metrics["acc@1"] == pytest.approx(first.metrics["acc@1"])
+
+
+@pytest.mark.slow
+def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path):
+    args = [*TINY, "trainer.max_steps=40", "trainer.val_check_interval=10", "data.batch_size=8",
+            f"paths.root={tmp_path}"]
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-m", "gate.cli.run", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 300
+    while time.time() < deadline and not list((tmp_path / "runs").glob("*/checkpoints/step=10.ckpt")):
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert list((tmp_path / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 300 s"
+    out = gate_run(args)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "resuming experiment" in out.stdout
+    store = ResultsStore(tmp_path / "results" / "records.jsonl")
+    rows = store.records()
+    assert len({r["attempt"] for r in rows}) == 1 and len(rows) == rows[0]["set_size"]
+    assert rows[0]["facts"]["resumed_from_step"] >= 10
+    again = gate_run(args)  # finished: nothing to do
+    assert again.returncode == 0 and "already in" in again.stdout
+    assert len(store.records()) == len(rows)
