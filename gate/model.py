@@ -48,7 +48,8 @@ class GATEModel(L.LightningModule):
             self.encoder.eval()
         predictions = self(batch)
         loss = self.adapter.loss(predictions, batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=self.adapter.batch_size(batch))
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True,
+                 batch_size=self.adapter.batch_size(batch))
         return loss
 
     def _evaluate(self, batch, metrics, stage: str):

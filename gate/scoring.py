@@ -62,7 +62,6 @@ def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
 
 def run_score(cfg: DictConfig) -> ScoreResult:
     """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``), appending records."""
-    from .transferability import SCORES
     from .validate import validate_score_config
 
     validate_score_config(cfg)

@@ -21,6 +21,6 @@ fi
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 if $want_tests; then spec=".[test]"; else spec="."; fi
-echo "[install] pip install -e '$spec' into .venv (torch comes from the local wheel cache where present)"
-.venv/bin/python -m pip install --disable-pip-version-check -q -e "$spec"
-echo "[install] done: .venv/bin/gate-run, .venv/bin/gate-score, .venv/bin/gate-analysis, .venv/bin/gate-eevee"
+echo "[install] pip install -e '$spec' into .venv (torch and torchvision pinned by constraints.txt)"
+.venv/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e "$spec"
+echo "[install] done. Put gate's commands on your PATH with: source .venv/bin/activate"

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 
 from gate.build import build_encoder, build_spec, instantiate_component
 from gate.encoders import GATEEncoder
+
 from helpers import compose_run
 
 GROUPS = ("encoder", "dataset", "adapter", "recipe", "trainer", "logger", "paths", "experiment")

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from gate.build import build_datamodule, build_encoder, build_splits
-from gate.data import DatasetSpec, GATEDataModule, check_split
-from gate.data import sources
+from gate.data import DatasetSpec, GATEDataModule, check_split, sources
 from gate.data.splits import labels_of
+
 from helpers import compose_run
 
 

@@ -9,6 +9,7 @@ import torch
 import gate.training.finetune as finetune
 from gate.results import ResultsStore
 from gate.training.ensemble import ensemble_metrics
+
 from helpers import FAST, compose_run
 
 pytestmark = pytest.mark.slow

@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from gate.results import RUN_ONLY_KEYS
-from gate.scoring import _all_done, run_score
 from gate.encoders.base import EncoderOutput
 from gate.features import extract_features, feature_cache_key, feature_cache_path
-from gate.results import ResultsStore
+from gate.results import RUN_ONLY_KEYS, ResultsStore
+from gate.scoring import _all_done, run_score
 from gate.transferability import SCORES
+
 from helpers import compose_run
 
 FEATURE_SCORES = {k for k, m in SCORES.items() if m.needs == "features"}
@@ -41,7 +41,7 @@ def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(t
     assert set(by_encoder["efficientnet_lite0"]) == set(SCORES)
     assert set(by_encoder["resnet18_scratch"]) == FEATURE_SCORES
     for rows in by_encoder.values():
-        for name, r in rows.items():
+        for r in rows.values():
             assert (r["kind"], r["dataset"], r["split"], r["task"]) == ("score", "digits", "train", "classification")
             assert r["higher_is_better"] is True
             facts = r["facts"]

@@ -11,6 +11,14 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def test_every_config_folder_is_a_listed_package():
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {"gate.conf." + p.name for p in (ROOT / "conf").iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= listed, f"add {sorted(folders - listed)} to [tool.setuptools] packages in pyproject.toml"
+
+
 def test_editable_install_finds_every_config_file():
     shipped = {str(p.relative_to(ROOT / "conf")) for p in (ROOT / "conf").rglob("*.yaml")}
     conf = resources.files("gate.conf")

@@ -4,8 +4,7 @@ import os
 import pytest
 
 from gate.errors import GateError
-from gate.results import (FIELDS, ExperimentLock, Record, ResultsStore, experiment_id, identity, protocol,
-                          read_jsonl)
+from gate.results import FIELDS, ExperimentLock, Record, ResultsStore, experiment_id, identity, protocol, read_jsonl
 
 
 def record(**overrides):
@@ -102,7 +101,8 @@ def test_a_torn_record_set_does_not_count_as_done(tmp_path):
     # A crash mid-append: the first record of a two-record set landed, the second was cut short.
     store.append_set([record(experiment="torn"), record(experiment="torn", metric="acc@5")])
     text = store.path.read_bytes()
-    store.path.write_bytes(text[: text.rindex(b"\n", 0, len(text) - 1) + 1] + text[text.rindex(b"\n", 0, len(text) - 1) + 1:][:40])
+    cut = text.rindex(b"\n", 0, len(text) - 1) + 1  # the start of the set's last line
+    store.path.write_bytes(text[:cut] + text[cut:][:40])
     with pytest.warns(UserWarning, match="corrupt"):
         assert not store.has_experiment("torn", "finetune")
     with pytest.warns(UserWarning, match="corrupt"):

@@ -12,6 +12,7 @@ import pytest
 from gate.build import resolved_config
 from gate.results import ExperimentLock, ResultsStore, experiment_id
 from gate.training.finetune import run_finetune
+
 from helpers import compose_run
 
 TINY = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=6", "trainer.val_check_interval=3",

@@ -58,7 +58,8 @@ def fashion_mnist(data_dir: str | None = FASHION_MNIST_DIR, hub_id: str = "zalan
              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
     if data_dir and Path(data_dir).is_dir():
         directory = Path(data_dir)
-        paths = {split: (_find_idx(directory, i), _find_idx(directory, l)) for split, (i, l) in stems.items()}
+        paths = {split: (_find_idx(directory, images), _find_idx(directory, labels))
+                 for split, (images, labels) in stems.items()}
         if all(p is not None for pair in paths.values() for p in pair):
             return datasets.DatasetDict({
                 split: _image_dataset(read_idx(img), read_idx(lab), FASHION_MNIST_CLASSES)

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import contextlib
-import io
-
 import importlib
-
+import io
 
 from .base import EncoderOutput, GATEEncoder, image_transform
 

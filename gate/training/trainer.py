@@ -27,7 +27,8 @@ def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top
                            save_last=True, filename="step={step}", auto_insert_metric_name=False)
 
 
-def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger, default_root_dir: str | os.PathLike) -> L.Trainer:
+def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
+                  default_root_dir: str | os.PathLike) -> L.Trainer:
     """A Trainer from the ``trainer`` config group (plain dict of Trainer arguments)."""
     kwargs = dict(trainer_cfg)
     kwargs.pop("_target_", None)
