@@ -48,3 +48,20 @@ def test_add_your_own_encoder_example_works_as_written(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = ResultsStore(tmp_path / "gate_outputs" / "results" / "records.jsonl").records()
     assert rows and {r["encoder"] for r in rows} == {"tiny_cnn"} and {r["dataset"] for r in rows} == {"digits"}
+
+
+def test_readme_links_only_to_files_in_the_repository():
+    for target in re.findall(r"\]\(([^)#\s]+)", README):
+        if re.match(r"[a-z]+://", target):
+            continue
+        path = (ROOT / target).resolve()
+        assert path.is_relative_to(ROOT) and path.exists(), f"README links to {target}, not a file of the repository"
+
+
+def test_activating_the_venv_puts_every_command_on_path():
+    activate = Path(sys.prefix) / "bin" / "activate"
+    assert activate.is_file(), "the tests run from the virtual environment scripts/install.sh creates"
+    out = subprocess.run(["bash", "-c", f"source {activate} && command -v gate-run gate-score gate-analysis "
+                          f"gate-eevee && gate-run seed=abc"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert len(out.stdout.split()) == 4, out.stdout + out.stderr
+    assert out.returncode == 2 and "gate-run: error: seed='abc'" in out.stderr
