@@ -10,11 +10,21 @@
 3. Every supervised score of ``gate.transferability.SCORES`` on n=5000, d=1280, C=10 — the real features of
    5000 Fashion-MNIST training images from pretrained EfficientNet-Lite0 at 112 px — vs the time to extract
    those features (decode, resize, forward; batch 250): target ratio extraction / scoring > 1.
+4. ``logme`` against its floor, n=5000, d=1024, C=100: LogME needs at least one Gram matrix and one symmetric
+   eigendecomposition, so the ratio ``logme ÷ (Gram + eigh)`` (both with gate's own routines, ``_linalg.xtx``
+   and ``_linalg.eigh``, measured in this process) is the overhead of everything else (target ≤ 1.3).
+5. ``transrate`` with the default thread settings, n=5000, d=1024, C=100: the previous code (per-class boolean
+   masks, per-class Cholesky factorisations with all threads — emulated here with gate's ``coding_rate``)
+   against ``gate.transferability.transrate`` (rows grouped once, per-class loop in a one-thread
+   ``threadpoolctl`` scope). Same value; time ratio printed.
+
+Timings are the minimum over ``--reps`` runs (the machine may be shared).
 
 Not a unit test: timings depend on the machine and its load. Run from the repository root:
 
     .venv/bin/python benchmarks/bench_transferability.py            # full sizes (a few minutes on 2 cores)
     .venv/bin/python benchmarks/bench_transferability.py --quick    # small sizes, a smoke run
+    .venv/bin/python benchmarks/bench_transferability.py --only floor transrate   # sections 4 and 5 only
 """
 
 from __future__ import annotations
@@ -34,6 +44,15 @@ def timed(fn, *args, **kwargs):
     start = time.perf_counter()
     out = fn(*args, **kwargs)
     return out, time.perf_counter() - start
+
+
+def best_of(reps: int, fn, *args, **kwargs):
+    """(output, minimum wall time over ``reps`` runs)."""
+    out, best = None, math.inf
+    for _ in range(max(1, reps)):
+        out, t = timed(fn, *args, **kwargs)
+        best = min(best, t)
+    return out, best
 
 
 def rel(a: float, b: float) -> float:
@@ -114,6 +133,53 @@ def bench_shrinkage(n: int, d: int, c: int) -> dict:
     return dict(fast=fast, slow=slow, dxd=dxd, t_fast=t_fast, t_slow=t_slow, t_dxd=t_dxd)
 
 
+# ------------------------------------------------------------------------------------------------- LogME vs its floor
+def bench_logme_floor(n: int, d: int, c: int, reps: int) -> dict:
+    from gate.transferability import _linalg
+
+    rng = np.random.default_rng(0)
+    y = np.arange(n) % c
+    f = rng.normal(size=(n, d)) + rng.normal(size=(c, d))[y] * 0.5
+    ft = torch.from_numpy(f)
+    t_gram = t_eigh = t_logme = t_np = math.inf
+    value = None
+    for _ in range(max(1, reps)):  # interleaved, so that a busy spell of the machine hits all alike
+        g, t = timed(_linalg.xtx, ft)
+        t_gram = min(t_gram, t)
+        t_eigh = min(t_eigh, timed(_linalg.eigh, g)[1])
+        value, t = timed(T.logme, f, y)
+        t_logme = min(t_logme, t)
+        t_np = min(t_np, timed(lambda: np.linalg.eigh(f.T @ f))[1])
+    return dict(t_gram=t_gram, t_eigh=t_eigh, t_logme=t_logme, t_numpy_floor=t_np, value=value)
+
+
+# ------------------------------------------------------------------------------------------------- TransRate threads
+def transrate_previous(features: np.ndarray, labels: np.ndarray, eps: float = 1e-4) -> float:
+    """The previous ``gate.transrate``: a boolean mask per class and every factorisation with the default
+    threads (no scope), on gate's own ``coding_rate``."""
+    from gate.transferability import coding_rate
+    from gate.transferability._validation import check_features, check_labels
+
+    f = check_features(features)
+    lab, num_classes = check_labels(labels, f.shape[0])
+    z = f - f.mean(0, keepdim=True)
+    per_class = torch.stack([coding_rate(z[lab == k], eps) for k in range(num_classes)])
+    return float(coding_rate(z, eps) - per_class.mean())
+
+
+def bench_transrate(n: int, d: int, c: int, reps: int) -> dict:
+    rng = np.random.default_rng(3)
+    y = np.arange(n) % c
+    f = rng.normal(size=(n, d)) + rng.normal(size=(c, d))[y] * 0.5
+    t_old = t_new = math.inf
+    for _ in range(max(1, reps)):
+        old, t = timed(transrate_previous, f, y)
+        t_old = min(t_old, t)
+        new, t = timed(T.transrate, f, y)
+        t_new = min(t_new, t)
+    return dict(old=old, new=new, t_old=t_old, t_new=t_new)
+
+
 # ------------------------------------------------------------------------------------------------- scoring vs extraction
 def load_images(n: int):
     try:
@@ -121,7 +187,7 @@ def load_images(n: int):
 
         train = fashion_mnist()["train"].select(range(n)).with_format("numpy")
         return list(train["image"]), np.asarray(train["label"]), "Fashion-MNIST train"
-    except Exception as err:  # pragma: no cover - no dataset on this machine
+    except Exception as err:  # noqa: BLE001 - no dataset on this machine: synthetic data
         rng = np.random.default_rng(2)
         print(f"  (Fashion-MNIST unavailable: {err}; using random 28x28 images and labels)")
         return list(rng.integers(0, 256, size=(n, 28, 28), dtype=np.uint8)), rng.integers(0, 10, n), "random"
@@ -152,16 +218,24 @@ def bench_scoring(n: int, image_size: int) -> dict:
     return dict(t_extract=t_extract, times=times, values=values, shape=feats.shape, source=source)
 
 
+SECTIONS = ["logme", "shrinkage", "scoring", "floor", "transrate"]
+
+
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes (smoke run)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["logme", "shrinkage", "scoring"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=SECTIONS)
+    parser.add_argument("--only", nargs="*", default=None, choices=SECTIONS, help="run only these sections")
+    parser.add_argument("--reps", type=int, default=3, help="runs per timing in sections 4 and 5 (minimum kept)")
     parser.add_argument("--threads", type=int, default=None,
-                        help="CPU threads for torch and numpy's BLAS (default: torch's default)")
+                        help="CPU threads for torch (OpenMP/MKL) and numpy's BLAS, scoped with threadpoolctl "
+                             "(default: leave the process defaults alone)")
     args = parser.parse_args(argv)
-    threads = args.threads or torch.get_num_threads()
-    torch.set_num_threads(threads)
-    with threadpool_limits(limits=threads, user_api="blas"):
+    if args.only is not None:
+        args.skip = [k for k in SECTIONS if k not in args.only]
+    if args.threads is None:
+        return run(args)
+    with threadpool_limits(limits=args.threads):
         return run(args)
 
 
@@ -199,6 +273,25 @@ def run(args) -> dict:
             print(f"    {name:<18} {t:7.3f}s   value {r['values'][name]:.6g}")
         print(f"    scoring total {total:.2f}s   extraction {r['t_extract']:.2f}s   "
               f"extraction/scoring {r['t_extract'] / total:.2f}x (target > 1)")
+
+    if "floor" not in args.skip:
+        n, d, c = (1000, 256, 20) if q else (5000, 1024, 100)
+        r = results["floor"] = bench_logme_floor(n, d, c, args.reps)
+        floor = r["t_gram"] + r["t_eigh"]
+        print(f"\n[4] LogME vs its floor n={n} d={d} C={c} (min of {args.reps})")
+        print(f"    Gram (_linalg.xtx) {r['t_gram']:.3f}s + eigh (_linalg.eigh) {r['t_eigh']:.3f}s = {floor:.3f}s   "
+              f"gate.logme {r['t_logme']:.3f}s   ratio {r['t_logme'] / floor:.2f} (target <= 1.3)")
+        print(f"    (numpy f.T @ f + np.linalg.eigh, default threads: {r['t_numpy_floor']:.3f}s; "
+              f"logme / that {r['t_logme'] / r['t_numpy_floor']:.2f})   value {r['value']:.12g}")
+
+    if "transrate" not in args.skip:
+        n, d, c = (1000, 256, 20) if q else (5000, 1024, 100)
+        r = results["transrate"] = bench_transrate(n, d, c, args.reps)
+        print(f"\n[5] transrate n={n} d={d} C={c}, default threads (torch {torch.get_num_threads()}) "
+              f"(min of {args.reps})")
+        print(f"    before (unscoped per-class loop) {r['t_old']:.3f}s   after (gate.transrate, scoped) "
+              f"{r['t_new']:.3f}s   speed-up {r['t_old'] / r['t_new']:.1f}x")
+        print(f"    values {r['old']:.15g} vs {r['new']:.15g}   rel diff {rel(r['new'], r['old']):.2e}")
     return results
 
 

@@ -61,10 +61,10 @@ def naive_logme(f, y_onehot):
     for c in range(y_onehot.shape[1]):
         y = y_onehot[:, c]
         if n > d:
-            res = so.minimize(lambda p: -naive_evidence_eq2(f, y, *p), x0=[0.0, 0.0], method="Nelder-Mead",
+            res = so.minimize(lambda p, y=y: -naive_evidence_eq2(f, y, *p), x0=[0.0, 0.0], method="Nelder-Mead",
                               options=dict(xatol=1e-10, fatol=1e-13, maxiter=4000))
         else:  # the maximum may sit at β → ∞ (noise variance b → 0): optimise over b ≥ 0 directly
-            res = so.minimize(lambda p: -naive_marginal_likelihood(f, y, *p), x0=[0.0, 0.5], method="Nelder-Mead",
+            res = so.minimize(lambda p, y=y: -naive_marginal_likelihood(f, y, *p), x0=[0.0, 0.5], method="Nelder-Mead",
                               options=dict(xatol=1e-12, fatol=1e-13, maxiter=4000))
         out.append(-res.fun / n)
     return float(np.mean(out))
@@ -100,6 +100,105 @@ def test_logme_decreases_with_label_noise_in_features():
     clean = np.eye(c)[y] @ rng.normal(size=(c, d)) * 5
     scores = [T.logme(clean + rng.normal(size=(n, d)) * s, y) for s in (0.1, 0.5, 1.0, 2.0, 4.0, 8.0)]
     assert all(a > b for a, b in zip(scores, scores[1:])), scores
+
+
+def algorithm1_fixed_point(f, y, tol=1e-13, max_iter=20_000):
+    """You et al. 2021, Algorithm 1 as printed (d×d eigendecomposition of FᵀF, α and β updated in turn), then
+    Eq. 2 with log|A| over all d eigenvalues. Returns (L/n, converged)."""
+    n, d = f.shape
+    sigma, v = np.linalg.eigh(f.T @ f)
+    sigma[sigma < sigma.max() * d * np.finfo(float).eps] = 0  # n < d: the d − n zero eigenvalues are exactly 0
+    proj = v.T @ (f.T @ y)
+    alpha, beta, converged = 1.0, 1.0, False
+    for _ in range(max_iter):
+        gamma = np.sum(beta * sigma / (alpha + beta * sigma))
+        m = beta * (v @ (proj / (alpha + beta * sigma)))
+        new_alpha, new_beta = gamma / (m @ m), (n - gamma) / np.sum((f @ m - y) ** 2)
+        done = abs(new_alpha / new_beta - alpha / beta) <= tol * abs(alpha / beta)
+        alpha, beta = new_alpha, new_beta
+        if done:
+            converged = True
+            break
+    m = beta * (v @ (proj / (alpha + beta * sigma)))
+    evidence = (n / 2 * np.log(beta) + d / 2 * np.log(alpha) - n / 2 * np.log(2 * np.pi)
+                - beta / 2 * np.sum((f @ m - y) ** 2) - alpha / 2 * (m @ m)
+                - 0.5 * np.sum(np.log(alpha + beta * sigma)))
+    return evidence / n, converged
+
+
+@pytest.mark.parametrize("n,d,c,seed", [(80, 12, 3, 20), (300, 40, 5, 21), (150, 150, 4, 22), (60, 90, 3, 23),
+                                        (50, 80, 3, 26), (90, 100, 3, 28)])
+def test_logme_equals_algorithm1_fixed_point(n, d, c, seed):
+    """Where Algorithm 1 converges (these inputs: every column, n > d and n < d), its fixed point and gate's
+    direct maximisation give the same evidence."""
+    f, y = make_data(n, d, c, seed=seed)
+    onehot = np.eye(c)[y]
+    per_col = T.logme_per_target(f, y).numpy()
+    for k in range(c):
+        expected, converged = algorithm1_fixed_point(f, onehot[:, k], max_iter=20_000)
+        assert converged, k
+        assert per_col[k] == pytest.approx(expected, rel=1e-10), k
+
+
+def test_logme_beats_algorithm1_where_it_does_not_converge():
+    f, y = make_data(40, 120, 4, seed=24)  # n < d, full row rank: the evidence keeps rising towards β → ∞
+    per_col = T.logme_per_target(f, y).numpy()
+    for k in range(4):
+        capped, converged = algorithm1_fixed_point(f, np.eye(4)[y][:, k], max_iter=3000)
+        assert not converged
+        assert per_col[k] >= capped - 1e-12 * abs(capped)
+        assert per_col[k] == pytest.approx(profile_evidence_max(f, np.eye(4)[y][:, k]), rel=1e-10)
+
+
+def profile_evidence_max(f, y):
+    """max over t = α/β of the evidence of one column, by dense grid + scipy's bounded Brent search, written from
+    the marginal likelihood max_β log N(y; 0, β⁻¹(I + F Fᵀ / t)) with F Fᵀ = U diag(s) Uᵀ (n×n)."""
+    n = f.shape[0]
+    s, u = np.linalg.eigh(f @ f.T)
+    s = np.clip(s, 0, None)
+    z2 = (u.T @ y) ** 2
+
+    def neg(log_t):
+        w = 1.0 + s / np.exp(log_t)
+        q = np.sum(z2 / w)
+        return -(-n / 2 * np.log(2 * np.pi * q / n) - 0.5 * np.sum(np.log(w)) - n / 2) / n
+
+    lo, hi = np.log(s.max() * 1e-15), np.log(s.max() * 1e15)
+    grid = np.linspace(lo, hi, 2001)
+    i = int(np.argmin([neg(g) for g in grid]))
+    a, b = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    res = so.minimize_scalar(neg, bounds=(a, b), method="bounded", options=dict(xatol=1e-9))
+    return -min(res.fun, neg(grid[i]))
+
+
+def test_logme_n_less_than_d_converges_without_warning():
+    """200 samples, 1024 features, 100 classes: Algorithm 1 spins to its iteration cap here (the maximum is at or
+    near β → ∞); gate's maximisation converges, silently, to the maximum of the evidence."""
+    import warnings
+
+    f, y = make_data(200, 1024, 100, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        per_col = T.logme_per_target(f, y).numpy()
+    onehot = np.eye(100)[y]
+    for k in (0, 17, 42, 99):
+        assert per_col[k] == pytest.approx(profile_evidence_max(f, onehot[:, k]), rel=1e-10, abs=1e-12), k
+
+
+def test_logme_tol_and_max_iter_are_honoured():
+    import warnings
+
+    f, y = make_data(80, 12, 3, seed=1)
+    with pytest.raises(ValueError, match="tol"):
+        T.logme(f, y, tol=0)
+    with pytest.raises(ValueError, match="max_iter"):
+        T.logme(f, y, max_iter=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rough = T.logme(f, y, max_iter=1)  # one refinement step cannot reach tol=1e-10
+    assert any(issubclass(w.category, RuntimeWarning) for w in caught)
+    assert rough == pytest.approx(T.logme(f, y), rel=1e-3)  # grid + one Newton step: already close
+    assert T.logme(f, y, tol=1e-4) == pytest.approx(T.logme(f, y), rel=1e-8)
 
 
 # ----------------------------------------------------------------------------------------------------- LEEP / NCE
@@ -205,6 +304,16 @@ def test_h_score_equals_naive(n, d, c):
         assert T.h_score(f, y) == pytest.approx(c - 1, rel=1e-8)
 
 
+@pytest.mark.parametrize("n,d", [(21, 20), (20, 20), (22, 20)])
+def test_h_score_degenerates_up_to_n_equal_d_plus_one(n, d):
+    f, y = make_data(n, d, 3, seed=19)
+    value = T.h_score(f, y)
+    if n <= d + 1:  # the n − 1 centred rows span all of 1^⊥ (dimension n − 1 ≤ d)
+        assert value == pytest.approx(2.0, rel=1e-8)
+    else:
+        assert value < 2.0 - 1e-6
+
+
 @pytest.mark.parametrize("n,d,c", SHAPES + [(50, 1100, 3)])
 def test_ledoit_wolf_equals_sklearn(n, d, c):
     f, _ = make_data(n, d, c, seed=9)
@@ -239,12 +348,21 @@ def test_fast_path_equals_naive_path_at_tiny_alpha():
 def test_nleep_equals_pca_gmm_leep():
     f, y = make_data(150, 20, 3, seed=13, sep=3.0)
     x = PCA(n_components=0.8, svd_solver="full").fit_transform(f)
+    x = x / np.sqrt(np.mean(np.var(x, axis=0, ddof=1)))  # unit average variance (one common scale)
     with threadpool_limits(limits=1, user_api="blas"):  # tiny BLAS calls: threads only add overhead
         post = GaussianMixture(n_components=15, random_state=0).fit(x).predict_proba(x)
     expected = naive_leep(post / post.sum(1, keepdims=True), y)
     assert T.nleep(f, y) == pytest.approx(expected, rel=1e-6, abs=1e-9)
     assert T.n_nleep(f, y) == pytest.approx(1 + expected / label_entropy(y), rel=1e-6, abs=1e-9)
     assert T.nleep(f, y) <= 0.0
+
+
+def test_nleep_does_not_depend_on_the_feature_scale():
+    f, y = make_data(150, 20, 3, seed=13, sep=0.4)
+    values = [T.nleep(f * s, y) for s in (1e-5, 1.0, 1e6)]  # before standardisation: −H(Y), −0.44, ValueError
+    assert values[0] == pytest.approx(values[1], abs=1e-9) and values[2] == pytest.approx(values[1], abs=1e-9)
+    assert -0.9 * label_entropy(y) < values[1] < -0.1  # non-trivial: neither the collapsed −H(Y) nor 0
+    assert T.n_nleep(f * 1e-5, y) == pytest.approx(T.n_nleep(f, y), abs=1e-6)
 
 
 # ----------------------------------------------------------------------------------------------------- TransRate / LFC / RankMe
@@ -311,6 +429,19 @@ def test_torch_inputs_give_the_same_numbers():
         kw = dict(features=ft, labels=yt, source_probs=pt)
         kn = dict(features=f32, labels=y, source_probs=pt.double().numpy())
         assert metric(**kw) == pytest.approx(metric(**kn), rel=1e-9, abs=1e-12), name
+
+
+def test_registry_reads_directions_and_citations_from_gate_metrics():
+    import dataclasses
+
+    import gate.metrics
+
+    assert "higher_is_better" not in {f.name for f in dataclasses.fields(T.Metric)}
+    for name, m in {**T.SCORES, **T.DISCREPANCIES}.items():
+        assert m.higher_is_better is gate.metrics.higher_is_better(name)
+        assert m.citation == gate.metrics.METRICS[name].citation
+    with pytest.raises(KeyError, match="not in the registry"):
+        _ = T.Metric("no_such_metric", T.logme).higher_is_better
 
 
 def test_registry_directions():

@@ -6,15 +6,17 @@ Supervised scores of features ``F (n×d)`` and integer labels ``y`` (``0..C-1``)
 :func:`nce`, :func:`n_nce`. Label-free: :func:`rankme`. Source–target discrepancies: :func:`coral`, :func:`mmd`,
 :func:`cmd`, :func:`ot`, :func:`kld`, :func:`wd`. Task Priors: :func:`task_prior_moments`, :func:`sample_tasks`.
 
-``SCORES`` and ``DISCREPANCIES`` map names to :class:`Metric` entries (function, ``higher_is_better``, needed
-input). Every function validates its inputs the same way (``ValueError`` naming the argument) and computes in
-float64 with torch on the inputs' device. No function trains a network.
+``SCORES`` and ``DISCREPANCIES`` map names to :class:`Metric` entries (function, needed input; direction and
+citation read from :mod:`gate.metrics`). Every function validates its inputs the same way (``ValueError`` naming
+the argument) and computes in float64 with torch on the inputs' device. No function trains a network, and none
+changes a process-wide setting: where one thread is faster (small factorisations, element-wise passes) the
+limit is scoped with ``threadpoolctl`` (see :mod:`gate.transferability._linalg`).
 """
 
 from .discrepancy import cmd, coral, kld, mmd, ot, standardise, wd
+from .evidence import logme, logme_per_target
 from .geometry import coding_rate, lfc, rankme, transrate
 from .hscore import h_score, ledoit_wolf_shrinkage, shrinkage_h_score
-from .evidence import logme, logme_per_target
 from .mixture import n_nleep, nleep
 from .registry import DISCREPANCIES, SCORES, Metric, applicable_scores
 from .source import leep, n_leep, n_nce, nce

@@ -52,8 +52,8 @@ def h_score(features: Any, labels: Any, rcond: float | None = None) -> float:
     ``E[f | y]`` (each sample replaced by its class mean), both with the same normalisation; the inverse is the
     Moore–Penrose pseudo-inverse, eigenvalues below ``rcond · λ_max`` count as zero (default
     ``rcond = max(n, d) · eps``). Computed as ``tr(Mᵀ P_X M)`` on the smaller Gram matrix (see module doc).
-    When ``n ≤ d`` the centred features span all of ``1^⊥`` and the score degenerates to ``C − 1``: use
-    :func:`shrinkage_h_score` there.
+    When ``n ≤ d + 1`` the centred features (rank ``≤ min(n − 1, d)``) generically span all of ``1^⊥`` (dimension
+    ``n − 1``) and the score degenerates to ``C − 1``: use :func:`shrinkage_h_score` there.
     """
     x, m = _centred_and_indicators(features, labels)
     return _h_score(x, m, rcond)

@@ -47,7 +47,15 @@ def nleep(features: Any, labels: Any, *, variance: float = 0.8, components_per_c
     """N-LEEP (Li et al. 2021), ``≤ 0``, higher is better.
 
     1. PCA keeping ``variance`` (default 80%) of the feature variance (scikit-learn's component-count rule,
-       computed by :func:`pca_scores` from one symmetric eigendecomposition);
+       computed by :func:`pca_scores` from one symmetric eigendecomposition); the scores are then
+       **standardised** to unit average variance (all divided by one common scale, ``√(tr Cov / q)``), so that
+       the mixture — whose ``reg_covar`` is an absolute variance added to every covariance — sees the same data
+       at any feature scale. Without it N-LEEP collapsed to the no-information value ``−H(Y)`` (``≈ −log C``)
+       for features of scale 1e-5 (``reg_covar`` swamped the covariances) and failed ("ill-defined empirical
+       covariance") at scale 1e6. One common scale, not one per component: it leaves the geometry that the
+       k-means initialisation and EM see as in Li et al.'s PCA + GMM (at ordinary scales values move only
+       through ``reg_covar``'s now relative size, ~1e-7 in the tests), whereas whitening each component would
+       weight the weak components like the strong ones (it changed one test value from −0.17 to −0.58);
     2. a Gaussian mixture (scikit-learn ``GaussianMixture``) with ``components_per_class · C`` components
        (default ``5·C``, the paper's setting; capped at ``n``), ``covariance_type`` full as in the paper;
     3. LEEP (see :func:`gate.transferability.leep`) with the mixture posteriors ``p(v | x_i)`` in place of the
@@ -69,15 +77,16 @@ def _nleep(f: torch.Tensor, lab: torch.Tensor, num_classes: int, variance: float
         raise ValueError(f"components_per_class must be >= 1, got {components_per_class!r}")
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.mixture import GaussianMixture
-    from threadpoolctl import threadpool_limits
 
-    x = pca_scores(f, float(variance)).cpu().numpy()
+    scores = pca_scores(f, float(variance))
+    scale = float(scores.var(0).mean().sqrt())  # unit average variance: scale-free (see nleep)
+    x = (scores / (scale if scale > 0 else 1.0)).cpu().numpy()
     n_components = min(int(components_per_class) * num_classes, x.shape[0])
     gmm = GaussianMixture(n_components=n_components, covariance_type=covariance_type, reg_covar=reg_covar,
                           max_iter=max_iter, random_state=random_state)
     # EM works on many tiny (q×q) factorisations, where BLAS threading only adds synchronisation overhead
     # (an order of magnitude on a busy 2-core machine): run it single-threaded.
-    with warnings.catch_warnings(), threadpool_limits(limits=1, user_api="blas"):
+    with warnings.catch_warnings(), _linalg.single_threaded("cpu"):
         warnings.simplefilter("ignore", ConvergenceWarning)
         post = gmm.fit(x).predict_proba(x)
     post = torch.from_numpy(np.ascontiguousarray(post)).to(DTYPE)

@@ -1,9 +1,11 @@
 """The metric registries used by ``gate-score`` and the analysis stage.
 
-``SCORES`` holds the supervised transferability scores (all higher-is-better), each declaring which input it
-needs: ``"features"`` (the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities,
-only for encoders with a classification head). ``DISCREPANCIES`` holds the unsupervised source–target
-discrepancies (all lower-is-better).
+``SCORES`` holds the supervised transferability scores, each declaring which input it needs: ``"features"``
+(the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities, only for encoders with a
+classification head). ``DISCREPANCIES`` holds the unsupervised source–target discrepancies. Directions and
+citations are not stated here: :attr:`Metric.higher_is_better` and :attr:`Metric.citation` read them from
+:mod:`gate.metrics`, the one registry of metric names (all scores are higher-is-better there, all
+discrepancies lower-is-better).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from .. import metrics as _metrics
 from . import discrepancy, evidence, geometry, hscore, mixture, source
 
 __all__ = ["Metric", "SCORES", "DISCREPANCIES", "applicable_scores"]
@@ -21,14 +24,24 @@ INPUTS = ("features", "source_probs")
 
 @dataclasses.dataclass(frozen=True)
 class Metric:
-    """A named metric: its function, direction and the input it needs."""
+    """A named metric: its function and the input it needs; direction and citation come from
+    :mod:`gate.metrics` (``KeyError`` if the name is not registered there)."""
 
     name: str
     fn: Callable[..., float]
-    higher_is_better: bool
     needs: str = "features"
     uses_labels: bool = True
-    citation: str = ""
+
+    @property
+    def higher_is_better(self) -> bool:
+        return _metrics.higher_is_better(self.name)
+
+    @property
+    def citation(self) -> str:
+        info = _metrics.lookup(self.name)
+        if info is None:
+            _metrics.higher_is_better(self.name)  # raises the registry's KeyError
+        return info.citation
 
     def __call__(self, *, labels: Any = None, features: Any = None, source_probs: Any = None, **kwargs: Any) -> float:
         data = features if self.needs == "features" else source_probs
@@ -41,38 +54,33 @@ class Metric:
         return float(self.fn(data, **kwargs))
 
 
-def _m(name: str, fn: Callable[..., float], needs: str = "features", uses_labels: bool = True,
-       citation: str = "", higher_is_better: bool = True) -> Metric:
-    return Metric(name, fn, higher_is_better, needs, uses_labels, citation)
-
-
 SCORES: dict[str, Metric] = {
     m.name: m
     for m in (
-        _m("logme", evidence.logme, citation="You et al., ICML 2021"),
-        _m("h_score", hscore.h_score, citation="Bao et al., ICIP 2019"),
-        _m("shrinkage_h_score", hscore.shrinkage_h_score, citation="Ibrahim et al., ECML-PKDD 2022"),
-        _m("nleep", mixture.nleep, citation="Li et al., CVPR 2021"),
-        _m("n_nleep", mixture.n_nleep, citation="Li et al. 2021; Ibrahim et al. 2022"),
-        _m("transrate", geometry.transrate, citation="Huang et al., ICML 2022"),
-        _m("lfc", geometry.lfc, citation="Deshpande et al. 2021"),
-        _m("rankme", geometry.rankme, uses_labels=False, citation="Garrido et al., ICML 2023"),
-        _m("leep", source.leep, needs="source_probs", citation="Nguyen et al., ICML 2020"),
-        _m("n_leep", source.n_leep, needs="source_probs", citation="Nguyen et al. 2020; Ibrahim et al. 2022"),
-        _m("nce", source.nce, needs="source_probs", citation="Tran et al., ICCV 2019"),
-        _m("n_nce", source.n_nce, needs="source_probs", citation="Tran et al. 2019; Ibrahim et al. 2022"),
+        Metric("logme", evidence.logme),
+        Metric("h_score", hscore.h_score),
+        Metric("shrinkage_h_score", hscore.shrinkage_h_score),
+        Metric("nleep", mixture.nleep),
+        Metric("n_nleep", mixture.n_nleep),
+        Metric("transrate", geometry.transrate),
+        Metric("lfc", geometry.lfc),
+        Metric("rankme", geometry.rankme, uses_labels=False),
+        Metric("leep", source.leep, needs="source_probs"),
+        Metric("n_leep", source.n_leep, needs="source_probs"),
+        Metric("nce", source.nce, needs="source_probs"),
+        Metric("n_nce", source.n_nce, needs="source_probs"),
     )
 }
 
 DISCREPANCIES: dict[str, Metric] = {
     m.name: m
     for m in (
-        _m("coral", discrepancy.coral, uses_labels=False, higher_is_better=False, citation="Sun & Saenko 2016"),
-        _m("mmd", discrepancy.mmd, uses_labels=False, higher_is_better=False, citation="Gretton et al. 2012"),
-        _m("cmd", discrepancy.cmd, uses_labels=False, higher_is_better=False, citation="Zellinger et al. 2017"),
-        _m("ot", discrepancy.ot, uses_labels=False, higher_is_better=False, citation="Flamary et al. 2021 (POT)"),
-        _m("kld", discrepancy.kld, uses_labels=False, higher_is_better=False, citation="Gaussian closed form"),
-        _m("wd", discrepancy.wd, uses_labels=False, higher_is_better=False, citation="Gaussian closed form"),
+        Metric("coral", discrepancy.coral, uses_labels=False),
+        Metric("mmd", discrepancy.mmd, uses_labels=False),
+        Metric("cmd", discrepancy.cmd, uses_labels=False),
+        Metric("ot", discrepancy.ot, uses_labels=False),
+        Metric("kld", discrepancy.kld, uses_labels=False),
+        Metric("wd", discrepancy.wd, uses_labels=False),
     )
 }
 
