@@ -282,7 +282,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         unknown = [m for m in names if m not in SCORES]
         if unknown:
-            c.bad("metrics", metrics, f"unknown score(s) {unknown}; known: {sorted(SCORES)}")
+            c.bad("metrics", metrics, f"unknown metric(s) {unknown}; known scores: {sorted(SCORES)}")
         headless = getattr(_encoder_class(c.get("encoder", {}) or {}), "num_source_classes", 0) is None
         need_head = [m for m in names if m in SCORES and SCORES[m].needs == "source_probs"]
         if headless and need_head:

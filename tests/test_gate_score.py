@@ -136,3 +136,17 @@ def test_extract_features_collects_features_labels_and_source_probs(with_head):
         assert probs.shape == (10, 5) and torch.allclose(probs.sum(1), torch.ones(10))
     else:
         assert probs is None
+
+
+def test_a_truncated_feature_cache_is_set_aside_and_re_extracted(tmp_path):
+    from gate.features import cached_features
+
+    cfg = score_cfg(tmp_path, [*QUICK, "encoder=resnet18_scratch"])
+    first = cached_features(cfg, "train", 40, tmp_path / "cache", progress=False)
+    assert not first.from_cache and first.path.is_file()
+    first.path.write_bytes(first.path.read_bytes()[:100])  # killed while writing
+    with pytest.warns(UserWarning, match="truncated feature cache"):
+        again = cached_features(cfg, "train", 40, tmp_path / "cache", progress=False)
+    assert not again.from_cache and torch.equal(again.labels, first.labels)
+    assert list(first.path.parent.glob("*.corrupt-*"))
+    assert cached_features(cfg, "train", 40, tmp_path / "cache", progress=False).from_cache
