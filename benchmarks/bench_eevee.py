@@ -1,6 +1,7 @@
 """EEVEE speed benchmark: the batched meta-model scorer vs one nn.Module at a time, and a full search.
 
     python benchmarks/bench_eevee.py                       # the paper's table, k=8, 32 candidates
+    python benchmarks/bench_eevee.py --quick               # a minute: fewer looped candidates, a short search
     python benchmarks/bench_eevee.py --no-search --threads 1 --workers 2   # the loop on one thread
 
 Prints (1) seconds per candidate for the batched scorer (gate.analysis.eevee.score_batched) and for
@@ -9,8 +10,10 @@ split) on the same random k-subsets, the speed ratio, and the largest difference
 values (same seed, same splits, same initial weights); (2) the wall time of a full search with the
 default settings (1000 initial subsets, keep 50, 10 children, 10 generations) and its best subset.
 The two scorers are timed in interleaved rounds; the minimum (least disturbed by other processes)
-and the median are printed. ``--threads`` sets torch's threads for the loop (default: torch's
-default), ``--workers`` the batched scorer's parallel chunks (default: the same number).
+and the median are printed. ``--threads`` limits torch's threads for the loop (scoped, with
+threadpoolctl; default: torch's default), ``--workers`` the batched scorer's parallel chunks (default: the
+same number). ``--quick`` scores the loop on 4 candidates only and runs a short search (population 200,
+3 generations) instead of the full one.
 Not a timed test: run it by hand on an otherwise idle machine.
 """
 
@@ -24,7 +27,6 @@ import numpy as np
 
 
 def main() -> None:
-    from gate.analysis.eevee import EeveeConfig, Problem, performance_table, score_batched, score_looped, search
     from gate.analysis.meta import default_paper_table
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,12 +41,24 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3,
                     help="timing rounds; the minimum (least disturbed by other processes) and median are shown")
     ap.add_argument("--no-search", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="4 looped candidates and a short search")
     args = ap.parse_args()
+    if args.quick:
+        args.looped_candidates = args.looped_candidates or 4
+    if args.threads:
+        from gate.analysis.eevee import cpu_threads
 
+        with cpu_threads(args.threads):
+            run(args)
+    else:
+        run(args)
+
+
+def run(args) -> None:
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    from gate.analysis.eevee import EeveeConfig, Problem, performance_table, score_batched, score_looped, search
+
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s)")
     table = performance_table(args.table)
     with warnings.catch_warnings():
@@ -83,11 +97,13 @@ def main() -> None:
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        problem = Problem(table, EeveeConfig(seed=args.seed, progress=True, workers=args.workers))
+        short = dict(population=200, generations=3) if args.quick else {}
+        problem = Problem(table, EeveeConfig(seed=args.seed, progress=not args.quick, workers=args.workers, **short))
     t0 = time.perf_counter()
     res = search(problem, args.k)
     wall = time.perf_counter() - t0
-    print(f"full k={args.k} search: {wall:.1f} s wall, {res.n_evaluated} subsets evaluated")
+    print(f"{'short' if args.quick else 'full'} k={args.k} search: {wall:.1f} s wall, {res.n_evaluated} subsets "
+          f"evaluated")
     print(f"best subset: {', '.join(res.best)} (validation MSE {res.best_fitness:.4f})")
 
 

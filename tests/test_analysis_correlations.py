@@ -7,8 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gate.analysis.correlations import (COLUMNS, correlation_row, rel_top1, score_target_correlations,
-                                        top_k_hit)
+from gate.analysis.correlations import COLUMNS, correlation_row, rel_top1, score_target_correlations, top_k_hit
 from gate.analysis.load import from_frame, summarize
 
 

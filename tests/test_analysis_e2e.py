@@ -201,12 +201,10 @@ def test_gate_run_and_gate_score_records_to_report(tmp_path):
 
 
 def test_paper_table_analysis_in_process(tmp_path):
-    from gate.analysis.meta import default_paper_table
-    from gate.analysis.pipeline import run_analysis
-
     import yaml
 
-    from gate.analysis.meta import packaged_dataset_dir
+    from gate.analysis.meta import default_paper_table, packaged_dataset_dir
+    from gate.analysis.pipeline import run_analysis
 
     tiers = {f.stem: yaml.safe_load(f.read_text()) for f in (packaged_dataset_dir().parent / "tier").glob("*.yaml")}
     res = run_analysis(default_paper_table(), tmp_path, tiers=tiers, figures=False)

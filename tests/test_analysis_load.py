@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from gate.analysis.load import from_frame, infer_higher_is_better, load_results, summarize
+from gate.analysis.load import from_frame, load_results, summarize
 from gate.analysis.meta import default_paper_table
+from gate.metrics import guess_higher_is_better
 from gate.results import Record, ResultsStore
 
 PAPER = default_paper_table()
@@ -71,21 +71,28 @@ def test_seeds_are_averaged_and_the_latest_duplicate_wins(tmp_path):
 
 def test_split_filter_and_variants_kept_apart(tmp_path):
     store = ResultsStore(tmp_path / "r.jsonl")
-    store.append([_rec(value=0.8), _rec(value=0.5, split="val"), _rec(value=0.6, recipe="vit")])
-    with pytest.warns(UserWarning, match="2 different configurations"):
+    bigger = {"dataset": {"name": "digits", "num_classes": 10, "family": "Img Class"}, "recipe": {"name": "conv"},
+              "encoder": {"name": "r18"}, "seed": 0, "image_size": 64}
+    store.append([_rec(value=0.8), _rec(value=0.5, split="val"), _rec(value=0.6, config=bigger, experiment="big"),
+                  _rec(encoder="vit", value=0.7)])
+    with pytest.warns(UserWarning, match="2 different protocols"):
         s = summarize(load_results(store.path).long, split="test")
-    assert sorted(s["benchmark"]) == ["digits[recipe=conv]", "digits[recipe=vit]"]
+    # The main variant (more encoders) keeps the bare name; the other is labelled by what differs.
+    assert sorted(s["benchmark"]) == ["digits", "digits", "digits[image_size=64]"]
+    assert dict(zip(s["benchmark"], s["main_variant"])) == {"digits": True, "digits[image_size=64]": False}
     assert set(s["split"]) == {"test"}
     with pytest.raises(ValueError, match="no fine-tuning results on split 'train'"):
         summarize(load_results(store.path).long, split="train")
 
 
-def test_long_csv_minimal_columns_and_inferred_direction(tmp_path):
+def test_long_csv_minimal_columns_and_direction_from_the_registry(tmp_path):
     p = tmp_path / "theirs.csv"
     pd.DataFrame({"encoder": ["a", "a", "b", "b"], "dataset": ["x"] * 4, "metric": ["acc", "loss"] * 2,
                   "value": [0.5, 1.2, 0.7, 0.9]}).to_csv(p, index=False)
-    with pytest.warns(UserWarning, match=r"inferred from metric names \(lower is better: \['loss'\]\)"):
+    # "loss" is registered (no guess); "acc" is not: guessed from its name, with a warning naming it.
+    with pytest.warns(UserWarning, match=r"metric\(s\) \['acc'\] are not in the registry") as caught:
         loaded = load_results(p)
+    assert not any("'loss'" in str(w.message) for w in caught)
     assert loaded.format == "long-csv"
     assert dict(zip(loaded.long["metric"], loaded.long["higher_is_better"])) == {"acc": True, "loss": False}
     assert set(loaded.long["kind"]) == {"finetune"}
@@ -94,13 +101,13 @@ def test_long_csv_minimal_columns_and_inferred_direction(tmp_path):
 @pytest.mark.parametrize("name", ["Loss", "IWildCam MAE Score", "Chexpert 0 BS", "Full GATE Rank", "coral",
                                   "brier", "mse"])
 def test_lower_is_better_names(name):
-    assert not infer_higher_is_better(name)
+    assert not guess_higher_is_better(name)
 
 
 @pytest.mark.parametrize("name", ["acc@1", "CIFAR-100 Acc@1", "ADE20K mIoU", "logme", "leep", "Chexpert AUC Macro",
-                                  "ACDC Dice Score", "h_score"])
+                                  "ACDC Dice Score", "h_score", "rankme"])
 def test_higher_is_better_names(name):
-    assert infer_higher_is_better(name)
+    assert guess_higher_is_better(name)
 
 
 def test_csv_missing_required_columns_is_a_clear_error(tmp_path):
@@ -162,3 +169,54 @@ def test_wide_table_round_trip(tmp_path):
                                   s2.reset_index(drop=True)[["encoder", "benchmark", "metric", "mean"]])
     raw = json.loads(json.dumps(list(wide.columns[:4])))
     assert raw == ["family", "dataset", "metric", "higher_is_better"]
+
+
+REGISTERED = {"rankme": True, "logme": True, "acc@1": True, "cmd": False, "ot": False, "kld": False, "wd": False,
+              "loss": False}
+
+
+def test_registered_metrics_get_the_registry_direction_without_a_guess(tmp_path):
+    """A CSV without a direction column: the registry decides (the old name regex called rankme lower- and the
+    discrepancies cmd/ot/kld/wd higher-is-better, flipping their correlations); only unknown names are guessed."""
+    p = tmp_path / "scores.csv"
+    names = list(REGISTERED) + ["my_score", "my_error"]
+    rows = [{"encoder": e, "dataset": "digits", "metric": m, "value": v + i,
+             "kind": "finetune" if m in ("acc@1", "loss") else "score"}
+            for i, m in enumerate(names) for e, v in (("a", 0.1), ("b", 0.2))]
+    pd.DataFrame(rows).to_csv(p, index=False)
+    with pytest.warns(UserWarning, match=r"metric\(s\) \['my_error', 'my_score'\] are not in the registry") as caught:
+        loaded = load_results(p)
+    directions = dict(zip(loaded.long["metric"], loaded.long["higher_is_better"]))
+    assert {m: directions[m] for m in REGISTERED} == REGISTERED
+    assert directions["my_score"] is True and directions["my_error"] is False  # the name-pattern guess
+    for w in caught:  # no registered name is mentioned as guessed
+        text = str(w.message)
+        assert not any(f"'{m}'" in text for m in REGISTERED), text
+
+
+def test_a_file_contradicting_the_registry_is_overruled_with_a_warning(tmp_path):
+    old = tmp_path / "old.jsonl"  # written by old code (a Record refuses this today): raw lines
+    good = _rec(encoder="a", metric="coral", value=0.1, kind="score", hib=False).to_dict()
+    rows = [{**good, "encoder": e, "metric": "rankme", "value": v, "higher_is_better": False}
+            for e, v in (("a", 3.0), ("b", 5.0))] + [good]
+    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.warns(UserWarning, match=r"higher_is_better of metric\(s\) \['rankme'\] contradicts the registry"):
+        loaded = load_results(old)
+    assert dict(zip(loaded.long["metric"], loaded.long["higher_is_better"])) == {"rankme": True, "coral": False}
+    wide = tmp_path / "wide.csv"
+    wide.write_text("family,dataset,metric,higher_is_better,a,b\nF,x,loss,true,1,2\nF,x,My Thing,false,3,4\n")
+    with pytest.warns(UserWarning, match=r"\['loss'\] contradicts the registry"):
+        long = load_results(wide).long
+    assert dict(zip(long["metric"], long["higher_is_better"])) == {"loss": False, "My Thing": False}
+
+
+def test_a_store_with_nul_bytes_after_a_crash_keeps_its_good_records(tmp_path):
+    """A crash can leave a run of NUL bytes in an append-only file: that line is skipped, not the file refused."""
+    store = ResultsStore(tmp_path / "records.jsonl")
+    store.append([_rec(encoder="a", value=0.5)])
+    with open(store.path, "ab") as fh:
+        fh.write(b"\x00" * 64 + b"\n")
+    store.append([_rec(encoder="b", value=0.7)])
+    with pytest.warns(UserWarning, match="records.jsonl:2"):
+        loaded = load_results(store.path)
+    assert sorted(loaded.long["encoder"]) == ["a", "b"]

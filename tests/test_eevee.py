@@ -10,8 +10,19 @@ import pandas as pd
 import pytest
 import torch
 
-from gate.analysis.eevee import (EeveeConfig, Evaluator, PerformanceTable, Problem, importance, performance_table,
-                                 run_eevee, score_batched, score_looped, search)
+from gate.analysis.eevee import (
+    EeveeConfig,
+    Evaluator,
+    PerformanceTable,
+    Problem,
+    cpu_threads,
+    importance,
+    performance_table,
+    run_eevee,
+    score_batched,
+    score_looped,
+    search,
+)
 from gate.analysis.meta import default_paper_table
 
 SMALL = dict(population=24, keep=6, children=4, generations=3, n_splits=3, progress=False)
@@ -58,12 +69,8 @@ def test_batched_and_looped_scorers_agree(missing):
     subsets = [tuple(sorted(rng.choice(problem.n_benchmarks, size=k, replace=False))) for k in (1, 3, 4)]
     subsets.append(())  # no input at all: the meta-model can only learn the means
     batched = score_batched(problem, subsets, chunk=7, workers=2)  # several chunks of mixed widths
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny ops: one thread is fastest, and immune to a busy machine's other processes
-    try:
+    with cpu_threads(1):  # tiny ops: one thread is fastest, and immune to a busy machine's other processes
         looped = score_looped(problem, subsets)
-    finally:
-        torch.set_num_threads(threads)
     # (With missing values a split can be left without a complete validation encoder: NaN in both.)
     assert np.isfinite(batched).mean() > 0.8
     np.testing.assert_allclose(batched, looped, atol=1e-5, rtol=0, equal_nan=True)
@@ -136,19 +143,59 @@ def test_run_eevee_writes_every_output(tmp_path):
 
 
 def test_k_argument_forms():
-    from gate.cli.eevee import k_values, rewrite_argv
+    from gate.cli.eevee import k_values
 
-    assert rewrite_argv(["gate-eevee", "k=1,2,3", "table=x.csv", "generations=5"]) == [
-        "gate-eevee", "k=[1,2,3]", "table=x.csv", "generations=5"]
     assert k_values(8) == [8] and k_values([1, 2]) == [1, 2] and k_values("1-4") == [1, 2, 3, 4]
-    with pytest.raises(ValueError, match="k must be"):
-        k_values("many")
+    assert k_values("1,2,3") == [1, 2, 3]  # a quoted k='1,2,3'
+    for bad in ("many", "4-1", True):
+        with pytest.raises(ValueError, match="k "):
+            k_values(bad)
+
+
+def test_bad_values_in_a_table_are_clear_errors():
+    cfg = EeveeConfig(**SMALL)
+    t = planted_table()
+    t.values[3, t.columns.index(("bench1", "m0"))] = np.inf
+    with pytest.raises(ValueError, match=r"value inf for encoder 'enc3', benchmark 'bench1', metric 'm0'"):
+        Problem(t, cfg)
+    t = planted_table()
+    t.values[:] = 0.5
+    with pytest.raises(ValueError, match="every column of the performance table is constant"):
+        Problem(t, cfg)
+    t = planted_table(missing=0.3)
+    with pytest.raises(ValueError, match="drop_encoders leaves no encoder"), pytest.warns(UserWarning):
+        Problem(t, EeveeConfig(**SMALL, missing="drop_encoders"))
+
+
+def test_run_eevee_leaves_torch_threads_as_they_were(tmp_path, monkeypatch):
+    """Threads are limited only for the call (threadpoolctl): no process-wide setter, nothing changed after."""
+    before = torch.get_num_threads()
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("torch.set_num_threads changes the whole process")
+
+    monkeypatch.setattr(torch, "set_num_threads", refuse)
+    seen = {}
+
+    def spy(problem, subsets, **kw):
+        seen.setdefault("threads", torch.get_num_threads())
+        return score_batched(problem, subsets, **kw)
+
+    monkeypatch.setattr(Evaluator.__init__, "__defaults__", (spy,))
+    run_eevee(planted_table(), [1], tmp_path / "a", EeveeConfig(**SMALL, threads=1), figures=False)
+    assert seen["threads"] == 1  # limited inside the call
+    assert torch.get_num_threads() == before
+    run_eevee(planted_table(), [1], tmp_path / "b", EeveeConfig(**SMALL), figures=False, with_importance=False)
+    assert torch.get_num_threads() == before
+    problem = Problem(planted_table(n_enc=10, n_other=2), EeveeConfig(**SMALL))
+    score_batched(problem, [(0,), (1,), (0, 1)], chunk=2, workers=2)  # worker threads
+    assert torch.get_num_threads() == before
 
 
 @pytest.mark.slow
 def test_gate_eevee_cli_on_the_paper_table(tmp_path):
     out = tmp_path / "eevee"
-    cmd = [sys.executable, "-m", "gate.cli.eevee", f"table={default_paper_table()}", "k=1,2", f"out={out}",
+    cmd = [sys.executable, "-m", "gate.cli.eevee", f"table={default_paper_table()}", "k=[1,2]", f"out={out}",
            "population=12", "keep=3", "children=2", "generations=1", "n_splits=2", "progress=false"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

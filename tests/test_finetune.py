@@ -125,7 +125,7 @@ def test_gate_run_cli_on_fashion_mnist(tmp_path):
 
 def test_multirun_sweep_records_one_experiment_per_combination(tmp_path):
     cmd = [sys.executable, "-m", "gate.cli.run", "-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1",
-           f"paths.root={tmp_path}", "dataset=digits", "image_size=16", "trainer.max_steps=4",
+           f"paths.root={tmp_path}", "dataset=digits", "image_size=32", "trainer.max_steps=4",
            "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false",
            "data.max_test_samples=32", "ensembles=[1]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)

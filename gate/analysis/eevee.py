@@ -18,7 +18,8 @@ fitness depends only on the subset and the seed.
 **Batched scorer.** Candidates are scored as a batch: the (candidate × split) MLPs of a chunk are
 stacked tensors trained together with batched matmuls, a hand-written backward pass and one fused
 AdamW step over the stacked parameters; chunks train in parallel on ``workers`` threads with
-single-threaded kernels (tiny matmuls scale across cores better that way). Subsets with fewer input
+single-threaded kernels (tiny matmuls scale across cores better that way; the limit is scoped to the call
+with ``threadpoolctl``, torch's process-wide thread setting is never changed). Subsets with fewer input
 columns are padded with zero inputs (their weights receive exactly zero gradient and stay zero).
 :func:`score_looped` scores the same candidates one ``nn.Module`` at a time with autograd and
 ``torch.optim.AdamW``; the two agree to float rounding (tested to 1e-5).
@@ -36,11 +37,13 @@ candidate is left out of that candidate's training and validation rows (a split 
 encoder remains contributes no value; a candidate with no value at all gets fitness ``inf``).
 ``missing="drop_encoders"``: encoders with any missing value are removed before the search.
 Columns that are constant over the encoders carry no information and cannot be z-scored: they are
-dropped with a warning. A benchmark whose values are all missing is an error.
+dropped with a warning. A benchmark whose values are all missing, a table whose every column is constant
+and an ``inf``/``-inf`` value (naming the encoder and column) are errors.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import threading
@@ -71,7 +74,8 @@ class EeveeConfig:
     children: int = 10
     generations: int = 10
     chunk: int = 20  # (candidate × split) models trained at once by one worker
-    workers: int | None = None  # tasks trained in parallel (None: torch.get_num_threads())
+    workers: int | None = None  # tasks trained in parallel (None: threads, else torch.get_num_threads())
+    threads: int | None = None  # CPU threads of the run, scoped to it (None: torch's current setting)
     missing: str = "mask"
     progress: bool = True
 
@@ -83,8 +87,9 @@ class EeveeConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.generations < 0:
             raise ValueError(f"generations must be >= 0, got {self.generations!r}")
-        if self.workers is not None and int(self.workers) < 1:
-            raise ValueError(f"workers must be >= 1 or None, got {self.workers!r}")
+        for name in ("workers", "threads"):
+            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)!r}")
         if not 0.0 < float(self.val_fraction) < 1.0:
             raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
 
@@ -146,6 +151,12 @@ class Problem:
             raise ValueError("the performance table is empty: no encoders or no benchmark columns")
         if np.isnan(values).all():
             raise ValueError("the performance table is empty: every value is missing")
+        inf = np.isinf(values)
+        if inf.any():
+            r, c = np.argwhere(inf)[0]
+            raise ValueError(f"the performance table has value {values[r, c]} for encoder {encoders[r]!r}, benchmark "
+                             f"{columns[c][0]!r}, metric {columns[c][1]!r}: every result must be a finite number"
+                             + (f" ({int(inf.sum())} such values)" if inf.sum() > 1 else ""))
         bench_of = np.array([b for b, _ in columns], dtype=object)
         for b in dict.fromkeys(bench_of):
             if np.isnan(values[:, bench_of == b]).all():
@@ -157,6 +168,9 @@ class Problem:
                 warnings.warn(f"missing=drop_encoders: dropping {len(dropped)} encoder(s) with missing values: "
                               f"{dropped}", stacklevel=2)
             values, encoders = values[complete], [e for e, ok in zip(encoders, complete) if ok]
+            if not encoders:
+                raise ValueError("missing=drop_encoders leaves no encoder: every encoder lacks some value "
+                                 "(use missing=mask)")
         # Constant (or single-valued) columns cannot be z-scored and carry no information.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -164,6 +178,9 @@ class Problem:
             std = np.nanstd(values, axis=0)
         nobs = (~np.isnan(values)).sum(axis=0)
         keep = (std > 1e-12 * np.maximum(1.0, np.abs(mean))) & (nobs >= 2)
+        if not keep.any():
+            raise ValueError(f"every column of the performance table is constant over the encoders ({len(columns)} "
+                             f"column(s), {len(encoders)} encoder(s)): nothing to rank or predict")
         if not keep.all():
             gone = [f"{b}/{m}" for (b, m), k in zip(columns, keep) if not k]
             warnings.warn(f"dropping {len(gone)} column(s) constant over the encoders (nothing to predict "
@@ -252,7 +269,7 @@ def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int
     import torch
 
     chunk = int(chunk or problem.cfg.chunk)
-    workers = int(workers or problem.cfg.workers or torch.get_num_threads())
+    workers = int(workers or problem.cfg.workers or problem.cfg.threads or torch.get_num_threads())
     S = len(problem.splits)
     out = np.full((len(subsets), S), np.nan)
     if not subsets:
@@ -267,33 +284,48 @@ def score_batched(problem: Problem, subsets: Sequence[Sequence[int]], chunk: int
         idx, splits = task
         out[np.ix_(idx, splits)] = _train_chunk(problem, [problem.columns_of(subsets[i]) for i in idx], splits)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with _single_threaded_blas(), torch.no_grad():
-            if workers <= 1 or len(tasks) == 1:
-                for idx in tasks:
-                    run(idx)
-            else:
-                from concurrent.futures import ThreadPoolExecutor
+    with _single_threaded(), torch.no_grad():
+        if workers <= 1 or len(tasks) == 1:
+            for idx in tasks:
+                run(idx)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
 
-                with ThreadPoolExecutor(max_workers=workers) as pool:
-                    for _ in pool.map(run, tasks):
-                        pass
-    finally:
-        torch.set_num_threads(threads)
+            with ThreadPoolExecutor(max_workers=workers, initializer=_single_threaded_worker) as pool:
+                for _ in pool.map(run, tasks):
+                    pass
     return out
 
 
-def _single_threaded_blas():
-    """numpy's BLAS limited to one thread while the workers run (restored afterwards)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-        import contextlib
+@contextlib.contextmanager
+def cpu_threads(n: int | None):
+    """Scoped CPU threads: torch's intra-op (OpenMP) and the BLAS threads limited to ``n`` for the calling
+    thread while the block runs, restored afterwards (``threadpoolctl``; no process-wide setter such as
+    ``torch.set_num_threads``). ``None``: leave them as they are."""
+    if not n:
+        yield
+        return
+    import torch
+    from threadpoolctl import threadpool_limits
 
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1, user_api="blas")
+    torch.get_num_threads()  # torch sets a thread's OpenMP threads lazily on first use: do it before limiting
+    with threadpool_limits(limits=int(n)):
+        yield
+
+
+def _single_threaded():
+    """One thread for torch's kernels (OpenMP) and numpy's BLAS while the workers run (restored afterwards)."""
+    return cpu_threads(1)
+
+
+def _single_threaded_worker() -> None:
+    """A scorer thread's initializer: its own OpenMP threads set to one (OpenMP's setting is per thread, and the
+    worker thread ends with the pool, so nothing outlives the call)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    torch.get_num_threads()  # initialise torch's per-thread setting first, or its lazy initialisation undoes ours
+    threadpool_limits(limits=1, user_api="openmp")
 
 
 def _train_chunk(problem: Problem, cols_list: list[np.ndarray], splits: np.ndarray) -> np.ndarray:
@@ -639,8 +671,14 @@ class EeveeRun:
 def run_eevee(table: PerformanceTable | str | Path | pd.DataFrame, ks: int | Sequence[int], out: str | Path,
               cfg: EeveeConfig | None = None, with_importance: bool = True, figures: bool = True) -> EeveeRun:
     """Search for every k, compute importances, write ``k=<k>.csv``, ``importance_k=<k>.csv``,
-    ``summary.csv`` and the figures under ``out``."""
+    ``summary.csv`` and the figures under ``out``. ``cfg.threads`` limits the CPU threads for the duration
+    of the call only (:func:`cpu_threads`)."""
     cfg = cfg or EeveeConfig()
+    with cpu_threads(cfg.threads):
+        return _run_eevee(table, ks, out, cfg, with_importance, figures)
+
+
+def _run_eevee(table, ks, out, cfg: EeveeConfig, with_importance: bool, figures: bool) -> EeveeRun:
     if not isinstance(table, PerformanceTable):
         table = performance_table(table)
     ks = [int(ks)] if isinstance(ks, (int, np.integer)) else [int(k) for k in ks]

@@ -1,4 +1,7 @@
-"""Figures of the analysis stage (matplotlib, Agg backend: no display needed).
+"""Figures of the analysis stage (matplotlib, no display needed).
+
+Every figure is drawn on its own :class:`matplotlib.figure.Figure` and written with ``savefig``; pyplot
+and its global state are never used, and importing this module does not change matplotlib's backend.
 
 * :func:`ranking_heatmap` — encoders × metrics, brighter = better rank; columns ordered by Spearman
   similarity (across encoders) to a reference benchmark's column, rows by mean rank.
@@ -16,13 +19,19 @@ from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
 
 DPI = 110
+
+
+def new_figure(figsize: tuple[float, float]) -> Figure:
+    """A figure of its own with an Agg canvas: no pyplot, no global figure manager, no backend switch."""
+    fig = Figure(figsize=figsize)
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def safe_name(text: str) -> str:
@@ -79,7 +88,8 @@ def ranking_heatmap(table: pd.DataFrame, path: Path, reference: str | None = "im
     brightness = 1.0 - (ranks - 1) / max(n_enc - 1, 1)  # rank 1 → 1.0 (brightest)
     width = min(max(6.0, 0.16 * n_col + 3.0), 40.0)
     height = max(3.0, 0.32 * n_enc + 2.5)
-    fig, ax = plt.subplots(figsize=(width, height))
+    fig = new_figure((width, height))
+    ax = fig.subplots()
     im = ax.imshow(brightness.to_numpy(dtype=float), aspect="auto", cmap="magma", vmin=0, vmax=1,
                    interpolation="nearest")
     ax.set_yticks(range(n_enc), ranks.index, fontsize=8)
@@ -91,7 +101,6 @@ def ranking_heatmap(table: pd.DataFrame, path: Path, reference: str | None = "im
     cbar.set_ticks([0, 1], labels=[f"rank {n_enc}", "rank 1"])
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
@@ -102,10 +111,11 @@ def score_scatter(pairs: pd.DataFrame, corr: pd.DataFrame, dataset: str, target:
         return None
     ncol = min(3, len(scores))
     nrow = int(np.ceil(len(scores) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 3.6 * nrow), squeeze=False)
+    fig = new_figure((4.2 * ncol, 3.6 * nrow))
+    axes = fig.subplots(nrow, ncol, squeeze=False)
     encoders = list(dict.fromkeys(pairs["encoder"]))
     markers = "osD^v<>pPXh*"
-    cmap = plt.get_cmap("tab20")
+    cmap = matplotlib.colormaps["tab20"]
     for ax, smetric in zip(axes.flat, scores):
         pts = sub[sub["score_metric"] == smetric]
         for _, r in pts.iterrows():
@@ -128,7 +138,6 @@ def score_scatter(pairs: pd.DataFrame, corr: pd.DataFrame, dataset: str, target:
     fig.suptitle(f"{dataset}: transferability score vs fine-tuned {target}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 0.84, 1))
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
@@ -141,7 +150,8 @@ def tier_bars(tiers: pd.DataFrame, path: Path, prefix: str = "tier:") -> Path | 
     ncol = min(2, n)
     nrow = int(np.ceil(n / ncol))
     n_enc = len(tiers)
-    fig, axes = plt.subplots(nrow, ncol, figsize=(6.0 * ncol, max(2.5, 0.28 * n_enc + 1.2) * nrow), squeeze=False)
+    fig = new_figure((6.0 * ncol, max(2.5, 0.28 * n_enc + 1.2) * nrow))
+    axes = fig.subplots(nrow, ncol, squeeze=False)
     for ax, col in zip(axes.flat, cols):
         data = tiers[["encoder", col]].dropna().sort_values(col, kind="stable")
         ax.barh(data["encoder"], data[col], color="#4c72b0")
@@ -152,12 +162,12 @@ def tier_bars(tiers: pd.DataFrame, path: Path, prefix: str = "tier:") -> Path | 
         ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
 def importance_bar(imp: pd.DataFrame, k: int, path: Path) -> Path:
-    fig, ax = plt.subplots(figsize=(6.5, max(2.2, 0.4 * len(imp) + 1.2)))
+    fig = new_figure((6.5, max(2.2, 0.4 * len(imp) + 1.2)))
+    ax = fig.subplots()
     data = imp.iloc[::-1]
     ax.barh(data["benchmark"], data["increase"], color="#dd8452")
     ax.axvline(0, color="black", linewidth=0.6)
@@ -167,13 +177,13 @@ def importance_bar(imp: pd.DataFrame, k: int, path: Path) -> Path:
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path
 
 
 def k_sweep_box(top_fitness: Mapping[int, np.ndarray], path: Path) -> Path:
     ks = sorted(top_fitness)
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(ks) + 2.5), 3.6))
+    fig = new_figure((max(4.0, 0.7 * len(ks) + 2.5), 3.6))
+    ax = fig.subplots()
     ax.boxplot([np.asarray(top_fitness[k], dtype=float) for k in ks], tick_labels=[str(k) for k in ks])
     ax.set_xlabel("k (benchmarks in the subset)")
     ax.set_ylabel("validation MSE of the final population")
@@ -181,5 +191,4 @@ def k_sweep_box(top_fitness: Mapping[int, np.ndarray], path: Path) -> Path:
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
-    plt.close(fig)
     return path

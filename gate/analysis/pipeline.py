@@ -4,7 +4,8 @@ Files written under ``out`` (a contract other tools rely on):
 
 * ``table.csv`` (+ ``table_std.csv``, ``table_n.csv``), ``table.md``, ``table.tex`` — fine-tuning results;
 * ``summary.csv`` — the long, seed-averaged results (kind, encoder, dataset, benchmark, metric, mean, std, n, …);
-* ``tiers.csv`` and ``tiers_benchmarks.csv`` — tier/family means and ranks, and the metric used per benchmark;
+* ``tiers.csv`` and ``tiers_benchmarks.csv`` — tier/family means and ranks, and the metric used per benchmark
+  (``in_means`` = False for a dataset's non-main protocol variants, which are left out of the means);
 * ``published_check.csv`` — only for a wide table with published aggregate rows;
 * ``correlations.csv`` (+ ``correlation_points.csv``, the points behind each row);
 * ``figures/*.png`` and ``report.html``.
@@ -20,14 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from gate.analysis import figures as figs
-from gate.analysis.correlations import COLUMNS as CORR_COLUMNS
-from gate.analysis.correlations import score_target_correlations
 from gate.analysis.load import load_results, summarize
-from gate.analysis.meta import load_benchmark_meta
-from gate.analysis.report import write_report
-from gate.analysis.table import wide_table, write_tables
-from gate.analysis.tiers import compare_with_published, tier_summary
 
 
 @dataclasses.dataclass
@@ -77,7 +71,17 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
 
 
 def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
-             partial_tiers, benchmark_meta, benchmarks_file, dataset_config_dirs, reference, figures, caught, options) -> AnalysisResult:
+             partial_tiers, benchmark_meta, benchmarks_file, dataset_config_dirs, reference, figures, caught,
+             options) -> AnalysisResult:
+    # Imported once the input has been read and validated: a bad input is reported without waiting for them.
+    from gate.analysis import figures as figs
+    from gate.analysis.correlations import COLUMNS as CORR_COLUMNS
+    from gate.analysis.correlations import score_target_correlations
+    from gate.analysis.meta import load_benchmark_meta
+    from gate.analysis.report import write_report
+    from gate.analysis.table import wide_table, write_tables
+    from gate.analysis.tiers import compare_with_published, tier_summary
+
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     if summary[summary["kind"] == "finetune"].empty:

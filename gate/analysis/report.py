@@ -110,6 +110,13 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     parts.append("<p class='meta'>Mean over each tier's (family's) benchmarks of one representative metric per "
                  "benchmark, turned so that higher is better (−x for losses/MAE, 100−x for Brier scores in %); "
                  "rank 1 = best. An encoder missing a benchmark of a tier gets no mean for it.</p>")
+    parts.append("<p class='meta'>When one dataset was run under several protocols (configurations), only its "
+                 "main variant enters these means: the one covering the most encoders (then the most records, then "
+                 "the earliest), which keeps the bare dataset name. The others are labelled by the protocol keys "
+                 "that differ, e.g. <code>digits[image_size=64]</code>; they appear in the results table but not in "
+                 "the means (<code>in_means</code> = False below). An encoder run with different encoder/recipe "
+                 "settings on the same protocol and seed is split likewise, e.g. "
+                 "<code>timm_resnet50[encoder.pretrained=false]</code>.</p>")
     parts.append(frame_html(tiers, left=("encoder",)))
     if published is not None and not published.empty:
         parts.append("<h3>Check against the published aggregates</h3>")

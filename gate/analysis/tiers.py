@@ -12,6 +12,9 @@ Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists eve
 * A tier none of whose benchmarks' metrics are present at all — or, when not partial, for which no
   encoder has every benchmark — is skipped with a warning naming the missing benchmarks.
 * Ranks: 1 = best (highest mean); ties share the best rank (``method="min"``); no mean, no rank.
+* Only a dataset's main protocol variant enters the means (:func:`gate.analysis.load.summarize`: the
+  bare dataset name); other variants (``dataset[key=value]``) are listed with ``in_means = False``
+  and left out of every tier and family mean.
 """
 
 from __future__ import annotations
@@ -20,11 +23,9 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
-from gate.analysis.meta import (BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn,
-                                turn_rule)
+from gate.analysis.meta import BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn, turn_rule
 
 
 def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -79,10 +80,14 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
         family = _first(rows["family"]) or (m.family if m is not None else "") or ""
         info.append({"benchmark": bench, "dataset": dataset, "family": family, "metric": metric,
                      "higher_is_better": hib, "scale": scale, "turn": describe_turn(rule, bound),
-                     "n_encoders": int(values.notna().sum()), "chosen_by": why})
+                     "n_encoders": int(values.notna().sum()), "chosen_by": why,
+                     "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True})
     values = pd.DataFrame(columns)
-    return values, pd.DataFrame(info, columns=["benchmark", "dataset", "family", "metric", "higher_is_better",
-                                               "scale", "turn", "n_encoders", "chosen_by"])
+    return values, pd.DataFrame(info, columns=INFO_COLUMNS)
+
+
+INFO_COLUMNS = ["benchmark", "dataset", "family", "metric", "higher_is_better", "scale", "turn", "n_encoders",
+                "chosen_by", "in_means"]
 
 
 def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[str, BenchmarkMeta],
@@ -95,7 +100,8 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
     """
     values, info = representative_values(summary, meta)
     encoders = list(dict.fromkeys(summary.loc[summary["kind"] == "finetune", "encoder"]))
-    values = values.reindex(encoders)
+    # Non-main protocol variants of a dataset are shown in the tables but never averaged.
+    values = values.reindex(index=encoders, columns=info.loc[info["in_means"].astype(bool), "benchmark"].tolist())
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
     info = info.copy()
     info["tiers"] = ""
@@ -120,13 +126,13 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
         _add(out, f"tier:{name}", mean, n if partial else None)
         info.loc[info["benchmark"].isin(present), "tiers"] = [
             ",".join(filter(None, [t, name])) for t in info.loc[info["benchmark"].isin(present), "tiers"]]
-    families = info.groupby("family", sort=False)["benchmark"].apply(list)
+    families = info[info["in_means"].astype(bool)].groupby("family", sort=False)["benchmark"].apply(list)
     for family, benches in families.items():
         if not family:
             continue
         mean, n = _mean(values[benches], partial)
         _add(out, f"family:{family}", mean, n if partial else None)
-    unassigned = info.loc[info["family"] == "", "benchmark"].tolist()
+    unassigned = info.loc[(info["family"] == "") & info["in_means"].astype(bool), "benchmark"].tolist()
     if unassigned:
         warnings.warn(f"no task family known for {unassigned}: left out of the family means "
                       f"(set family in the dataset config or in benchmark_meta)", stacklevel=2)

@@ -1,27 +1,35 @@
 """gate-analysis: tables, tier summaries, score-vs-accuracy correlations, figures and an HTML report
-(composed by Hydra from conf/analysis.yaml)."""
+(composed by Hydra from conf/analysis.yaml). A bad input is one line on stderr and exit code 2."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
+from gate.cli.common import prepare_process, run_cli
 
-@hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="analysis")
-def main(cfg: DictConfig) -> None:
+
+def analyse(plain: dict[str, Any]):
     from gate.analysis.pipeline import run_analysis  # heavy imports after Hydra has parsed the command line
 
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    target = plain["target"]
-    result = run_analysis(
+    return run_analysis(
         plain["results"], plain["out"], split=plain["split"], score_split=plain["score_split"],
-        target=target, relative=bool(plain["relative"]), num_classes=plain["num_classes"] or {},
+        target=plain["target"], relative=bool(plain["relative"]), num_classes=plain["num_classes"] or {},
         tiers=plain.get("tiers") or {}, tier_metrics=plain["tier_metrics"] or {},
         partial_tiers=bool(plain["partial_tiers"]), benchmark_meta=plain.get("benchmark_meta"),
         benchmarks_file=plain["benchmarks_file"],
         dataset_config_dirs=plain["dataset_config_dirs"] or [], reference=plain["reference"],
         filters=plain["filters"] or {}, figures=bool(plain["figures"]),
     )
+
+
+@hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="analysis")
+def main(cfg: DictConfig) -> None:
+    prepare_process(cfg)  # temp files and matplotlib's cache under paths.root
+    plain = run_cli("gate-analysis", OmegaConf.to_container, cfg, resolve=True)
+    result = run_cli("gate-analysis", analyse, plain)
     s = result.summary
     print(f"[gate] analysed {plain['results']}: {s['encoder'].nunique()} encoder(s), "
           f"{s.loc[s['kind'] == 'finetune', 'benchmark'].nunique()} fine-tuned benchmark(s), "
