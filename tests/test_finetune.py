@@ -124,13 +124,17 @@ def test_gate_run_cli_on_fashion_mnist(tmp_path):
 
 
 def test_multirun_sweep_records_one_experiment_per_combination(tmp_path):
+    root, cwd = tmp_path / "out", tmp_path / "cwd"
+    cwd.mkdir()
     cmd = [sys.executable, "-m", "gate.cli.run", "-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1",
-           f"paths.root={tmp_path}", "dataset=digits", "image_size=32", "trainer.max_steps=4",
+           f"paths.root={root}", "dataset=digits", "image_size=32", "trainer.max_steps=4",
            "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false",
            "data.max_test_samples=32", "ensembles=[1]"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    rows = ResultsStore(tmp_path / "results" / "records.jsonl").records()
+    assert "[gate] sweep of 4 job(s):" in proc.stdout and "#3: encoder=vit_tiny_scratch seed=1" in proc.stdout
+    assert list(cwd.iterdir()) == []  # nothing in the working directory: Hydra's multirun.yaml is under the root
+    rows = ResultsStore(root / "results" / "records.jsonl").records()
     combos = {(r["encoder"], r["seed"]) for r in rows}
     assert combos == {(e, s) for e in ("resnet18_scratch", "vit_tiny_scratch") for s in (0, 1)}
     assert len({r["experiment"] for r in rows}) == 4
