@@ -7,6 +7,7 @@ the component for records and docs and are not constructor arguments, so they ar
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -65,36 +66,51 @@ def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
     return DatasetSpec(name=cfg["name"], modality=cfg["modality"], task=cfg["task"],
                        num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
                        tier_metric=cfg.get("tier_metric", "acc@1"), family=cfg.get("family", ""),
-                       input_column=cfg.get("input_column", ""))
+                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
+                       targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
+                       options=cfg.get("options") or {})
 
 
 def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None):
     cfg = to_plain(dataset_cfg)
+    spec = build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
     split_cfg = cfg.get("splits", {}) or {}
+    single_label = spec.task in ("classification", "temporal_classification")
     return make_splits(raw, seed=seed, val_fraction=split_cfg.get("val_fraction", 0.1),
                        test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}),
-                       num_classes=cfg.get("num_classes") if cfg.get("task") == "classification" else None,
-                       name=cfg.get("name", "dataset"))
+                       num_classes=spec.num_classes if single_label else None, name=spec.name,
+                       label_column=spec.label_column)
 
 
-def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder) -> GATEDataModule:
-    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` (checks the encoder takes its modality)."""
+def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter) -> GATEDataModule:
+    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` through ``adapter``."""
     spec = build_spec(cfg["dataset"])
     encoder.check_modality(spec.modality, spec.name)
     data = to_plain(cfg.get("data", {})) or {}
     caps = {"train": data.get("max_train_samples"), "val": data.get("max_val_samples"),
             "test": data.get("max_test_samples")}
     splits = build_splits(cfg["dataset"], seed=int(cfg.get("seed", 0)), max_samples=caps)
-    return GATEDataModule(spec, splits, encoder.transform, batch_size=int(data.get("batch_size", 64)),
+    return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data.get("batch_size", 64)),
                           eval_batch_size=data.get("eval_batch_size"), num_workers=int(data.get("num_workers", 0)),
                           seed=int(cfg.get("seed", 0)))
 
 
 def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: DatasetSpec) -> Adapter:
-    adapter = instantiate_component(adapter_cfg, feature_dim=encoder.feature_dim)
+    """The adapter of ``adapter_cfg`` for this encoder and dataset. Its constructor receives, by parameter name,
+    what it asks for: ``feature_dim``, ``token_dim``, ``level_dims`` (the encoder's widths), ``spec`` (the
+    dataset's task spec)."""
+    target = to_plain(adapter_cfg).get("_target_")
+    params = inspect.signature(hydra.utils.get_class(target)).parameters if isinstance(target, str) else {}
+    offered: dict[str, Any] = {"feature_dim": encoder.feature_dim, "spec": spec}
+    if {"token_dim", "level_dims"} & set(params):
+        offered.update(encoder.output_dims())
+    # Partial first: the offered objects (a DatasetSpec) are handed to the constructor as they are, never
+    # through Hydra's config conversion.
+    factory = instantiate_component(adapter_cfg, _partial_=True)
+    adapter = factory(**{k: v for k, v in offered.items() if k in params})
     if not isinstance(adapter, Adapter):
         raise TypeError(f"adapter {adapter_cfg.get('name', '?')!r} built a {type(adapter).__name__}, "
                         f"which is not a gate.adapters.Adapter")
-    adapter.check_compatible(spec.task, spec.name, encoder)
+    adapter.check_compatible(spec, encoder)
     return adapter

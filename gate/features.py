@@ -65,10 +65,11 @@ def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> 
 
 
 @torch.inference_mode()
-def extract_features(encoder, loader, *, device: str | torch.device = "cpu", progress: bool = True,
-                     desc: str = "features") -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Run ``encoder`` over ``loader`` (dict batches with a ``"label"`` key); return features, labels and
-    source probabilities (None when the encoder returns no source logits)."""
+def extract_features(encoder, loader, *, label_key: str = "label", device: str | torch.device = "cpu",
+                     progress: bool = True, desc: str = "features"
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Run ``encoder`` over ``loader`` (dict batches holding the labels under ``label_key``); return features,
+    labels and source probabilities (None when the encoder returns no source logits)."""
     from tqdm.auto import tqdm
 
     device = torch.device(device)
@@ -77,7 +78,7 @@ def extract_features(encoder, loader, *, device: str | torch.device = "cpu", pro
     feats, labels, probs = [], [], []
     try:
         for batch in tqdm(loader, desc=desc, disable=not progress, unit="batch", leave=False):
-            label = batch.pop("label")
+            label = batch.pop(label_key)
             inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
             out = encoder(inputs)
             feats.append(out.features.float().cpu())
@@ -124,11 +125,21 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     encoder = build_encoder(key["encoder"])
     spec = build_spec(key["dataset"])
     encoder.check_modality(spec.modality, spec.name)
+    column = spec.label_column
+    if column is None:
+        raise ValueError(f"dataset {spec.name!r} ({spec.task}) has no single-label target: transferability "
+                         f"scores need class labels")
     splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]})
-    data = TransformedSplit(splits[split], spec.input_column, encoder.transform(spec.modality, False))
+
+    def labels_only(row):
+        return {column: torch.as_tensor(int(row[column]), dtype=torch.long)}
+
+    data = TransformedSplit(splits[split], spec.input_column, encoder.input_transform(spec.modality, False),
+                            labels_only, [column])
     loader = DataLoader(data, batch_size=int(batch_size), shuffle=False, num_workers=int(num_workers))
     desc = f"{key['encoder'].get('name', 'encoder')} × {spec.name}/{split}"
-    feats, labels, probs = extract_features(encoder, loader, device=device, progress=progress, desc=desc)
+    feats, labels, probs = extract_features(encoder, loader, label_key=column, device=device, progress=progress,
+                                            desc=desc)
     seconds = time.perf_counter() - start
     if path is not None:
         _save_atomic(path, {"features": feats, "labels": labels, "source_probs": probs}, key)

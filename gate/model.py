@@ -8,7 +8,7 @@ from typing import Any
 import lightning as L
 import torch
 
-from .adapters.base import Adapter
+from .adapters.base import Adapter, target_length, to_cpu
 from .encoders.base import GATEEncoder
 
 
@@ -41,24 +41,25 @@ class GATEModel(L.LightningModule):
         self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return self.adapter(self.encoder(batch), batch)
+        return self.adapter.predict(self.encoder, batch)
 
     def training_step(self, batch, batch_idx):
         if self.freeze_encoder:
             self.encoder.eval()
         predictions = self(batch)
-        loss = self.adapter.loss(predictions, batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True,
-                 batch_size=self.adapter.batch_size(batch))
+        target = self.adapter.target(batch)
+        loss = self.adapter.loss(predictions, target)
+        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=target_length(target))
         return loss
 
     def _evaluate(self, batch, metrics, stage: str):
         predictions = self(batch)
+        target = self.adapter.target(batch)
         if stage == "test":
-            self.test_outputs.append((predictions.detach().float().cpu(), self.adapter.target(batch).cpu()))
-        loss = self.adapter.loss(predictions, batch)
-        metrics.update(predictions.float(), self.adapter.target(batch))
-        size = self.adapter.batch_size(batch)
+            self.test_outputs.append((predictions.detach().float().cpu(), to_cpu(target)))
+        loss = self.adapter.loss(predictions, target)
+        metrics.update(predictions.float(), target)
+        size = target_length(target)
         self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
         self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
 
@@ -72,7 +73,7 @@ class GATEModel(L.LightningModule):
         self._evaluate(batch, self.test_metrics, "test")
 
     def predict_step(self, batch, batch_idx) -> dict[str, torch.Tensor]:
-        return {"predictions": self(batch).float().cpu(), "target": self.adapter.target(batch).cpu()}
+        return {"predictions": self(batch).detach().float().cpu(), "target": to_cpu(self.adapter.target(batch))}
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]

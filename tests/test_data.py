@@ -2,7 +2,8 @@ import datasets
 import numpy as np
 import pytest
 
-from gate.build import build_datamodule, build_encoder, build_splits
+from gate.adapters import LinearClassifier
+from gate.build import build_adapter, build_datamodule, build_encoder, build_spec, build_splits
 from gate.data import DatasetSpec, GATEDataModule, check_split, sources
 from gate.data.splits import labels_of
 
@@ -20,7 +21,7 @@ def test_digits_splits_are_deterministic_disjoint_and_complete(tmp_path):
     assert a["test"]["image"] != c["test"]["image"]
     key = lambda split: {np.asarray(img).tobytes() + bytes([lab]) for img, lab in zip(split["image"], split["label"])}
     assert not key(a["train"]) & key(a["test"]) - key(a["val"])  # (the digit set has a few exact duplicates)
-    assert set(labels_of(a["val"])) == set(range(10))  # stratified
+    assert set(labels_of(a["val"], "label")) == set(range(10))  # stratified
 
 
 def test_fashion_mnist_reads_the_debian_package(tmp_path):
@@ -66,17 +67,19 @@ def test_datamodule_refuses_bad_labels(tmp_path):
     bad = datasets.Dataset.from_dict({"image": [np.zeros((4, 4), np.uint8)] * 4, "label": [0, 1, 2, 7]})
     splits = datasets.DatasetDict({"train": bad, "val": bad, "test": bad})
     with pytest.raises(ValueError, match="split 'train' has labels in \\[0, 7\\]"):
-        GATEDataModule(spec(), splits, lambda m, t: (lambda x: {"image": x}))
+        GATEDataModule(spec(), splits, encoder=None, adapter=LinearClassifier(feature_dim=4, num_classes=3))
 
 
 def test_text_encoder_on_image_dataset_names_both(tmp_path):
     cfg = compose_run(tmp_path, ["encoder=minilm", "dataset=digits"])
+    encoder = build_encoder(cfg.encoder)
     with pytest.raises(ValueError, match=r"HFTextEncoder accepts \['text'\].*'digits' is image"):
-        build_datamodule(cfg, build_encoder(cfg.encoder))
+        build_datamodule(cfg, encoder, LinearClassifier(feature_dim=encoder.feature_dim, num_classes=10))
 
 
 def test_datamodule_batches(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits", "image_size=32", "data.batch_size=16"])
-    dm = build_datamodule(cfg, build_encoder(cfg.encoder))
+    encoder = build_encoder(cfg.encoder)
+    dm = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, build_spec(cfg.dataset)))
     batch = next(iter(dm.train_dataloader()))
     assert batch["image"].shape == (16, 3, 32, 32) and batch["label"].shape == (16,)

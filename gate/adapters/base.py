@@ -1,70 +1,148 @@
-"""The task-adapter contract (DESIGN.md, "Adapter").
+"""The task-adapter contract (docs/design.md, "Adapter").
 
-An adapter owns everything task-specific: the head on top of encoder features, the loss, the
-torchmetrics collection, the validation quantity that picks the best checkpoint, and how the
-predictions of several checkpoints combine into an ensemble. One file per task family
-(classification, multi-label, segmentation, few-shot, zero-shot image-text, relational, temporal);
-the model, the trainer and the ensembling code never look inside.
+An adapter owns everything task-specific, so the data module, the model, the trainer, ensembling and
+feature extraction stay task-neutral and never name a target:
+
+* data: how a raw example's target columns become tensors (:meth:`Adapter.example_targets`), how a split is
+  checked (:meth:`Adapter.check_split`), stratified (:meth:`Adapter.stratify_labels`) and served in batches
+  or episodes (:meth:`Adapter.dataloader`);
+* model: how the encoder is applied (:meth:`Adapter.predict`: per image, per frame, ...), the head
+  (:meth:`Adapter.forward`), what the target of a batch is (:meth:`Adapter.target`) and its size, the loss;
+* evaluation: a ``torchmetrics`` collection whose keys are the recorded metric names (directions in
+  :mod:`gate.metrics`), the validation metric that ranks checkpoints (:attr:`Adapter.monitor`), and how the
+  predictions of several checkpoints combine into an ensemble (:meth:`Adapter.combine`).
+
+One module per task family; each declares what it needs from the encoder (:attr:`Adapter.needs`: pooled
+``features``, ``tokens`` or multi-level ``levels``) and fails clearly when the encoder cannot supply it.
 """
 
 from __future__ import annotations
 
 import abc
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MetricCollection
 
 from .. import metrics
 from ..encoders.base import EncoderOutput, GATEEncoder
 
+Target = torch.Tensor | Mapping[str, torch.Tensor]
+
+
+def target_length(target: Target) -> int:
+    """How many examples a target (a tensor, or a mapping of tensors) covers."""
+    if isinstance(target, Mapping):
+        return len(next(iter(target.values())))
+    return len(target)
+
+
+def to_cpu(value: Any) -> Any:
+    """Tensors (also inside mappings and sequences) detached on the CPU."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, Mapping):
+        return {k: to_cpu(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_cpu(v) for v in value)
+    return value
+
+
+def targets_equal(a: Target, b: Target) -> bool:
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
+
 
 class Adapter(nn.Module, abc.ABC):
     #: Task families (DatasetSpec.task) this adapter can serve.
     tasks: frozenset[str] = frozenset()
-    #: What the encoder must provide: "features" (pooled) or "tokens" (token/spatial maps).
-    needs: str = "features"
+    #: What the encoder must provide (GATEEncoder.provides): "features", "tokens", "levels", "source_logits".
+    needs: frozenset[str] = frozenset({"features"})
     #: The validation metric (without the "val/" prefix) that ranks checkpoints; its direction comes from the
     #: metric registry (:mod:`gate.metrics`).
     monitor: str = "loss"
 
-    @abc.abstractmethod
-    def forward(self, encoded: EncoderOutput, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """Predictions (e.g. logits) for a batch."""
+    # ------------------------------------------------------------------------------------------ model
+    def predict(self, encoder: GATEEncoder, batch: Mapping[str, Any]) -> torch.Tensor:
+        """Predictions for a batch: encode its inputs, then apply the head (override to encode per frame, ...)."""
+        return self(encoder(batch), batch)
 
     @abc.abstractmethod
-    def loss(self, predictions: torch.Tensor, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """The training loss of a batch."""
+    def forward(self, encoded: EncoderOutput, batch: Mapping[str, Any]) -> torch.Tensor:
+        """Predictions (e.g. logits) for a batch from the encoder's outputs."""
+
+    def target(self, batch: Mapping[str, Any]) -> Target:
+        """The part of a batch the predictions are scored against (default: the ``label`` tensor)."""
+        return batch["label"]
+
+    def batch_size(self, batch: Mapping[str, Any]) -> int:
+        """How many scored examples a batch holds (for logging, averaging and throughput)."""
+        return target_length(self.target(batch))
+
+    @abc.abstractmethod
+    def loss(self, predictions: torch.Tensor, target: Target) -> torch.Tensor:
+        """The training loss of a batch's predictions against its target."""
 
     @abc.abstractmethod
     def make_metrics(self) -> MetricCollection:
-        """A fresh metric collection; keys are the metric names recorded in the results store."""
+        """A fresh metric collection (``update(predictions, target)``); keys are the recorded metric names."""
+
+    def combine(self, predictions: Sequence[torch.Tensor]) -> torch.Tensor:
+        """Ensemble the predictions of several checkpoints for one batch (default: average the logits)."""
+        return torch.stack(list(predictions)).mean(dim=0)
 
     @property
     def monitor_mode(self) -> str:
         """``"max"`` or ``"min"``: how checkpoints are ranked by :attr:`monitor`."""
         return metrics.monitor_mode(self.monitor)
 
-    def target(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        return batch["label"]
-
-    def batch_size(self, batch: Mapping[str, torch.Tensor]) -> int:
-        """How many examples a batch holds (for logging and throughput)."""
-        return len(self.target(batch))
-
-    def combine(self, predictions: Sequence[torch.Tensor]) -> torch.Tensor:
-        """Ensemble the predictions of several checkpoints (default: average the logits)."""
-        return torch.stack(list(predictions)).mean(dim=0)
-
     def higher_is_better(self, metric: str) -> bool:
         return metrics.higher_is_better(metric)
 
-    def check_compatible(self, task: str, dataset: str, encoder: GATEEncoder) -> None:
+    # ------------------------------------------------------------------------------------------- data
+    def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        """The target tensors of one raw example (no batch dimension). Default: an int64 ``label``."""
+        return {"label": torch.as_tensor(int(row["label"]), dtype=torch.long)}
+
+    def target_columns(self, spec) -> list[str]:
+        """The raw columns :meth:`example_targets` reads (default: every declared target column)."""
+        return list(spec.targets)
+
+    def stratify_labels(self, spec, split) -> np.ndarray | None:
+        """Labels to stratify computed splits by (a HF split in, an int array out), or None for a plain split."""
+        column = spec.label_column
+        if column is None or column not in split.column_names:
+            return None
+        return np.asarray(split.select_columns([column]).with_format("numpy")[:][column])
+
+    def check_split(self, spec, name: str, split) -> None:
+        """Raise a ValueError naming the dataset, the split and the example index when targets are invalid."""
+        from ..data.spec import check_split
+
+        column = spec.label_column
+        if column is not None:
+            check_split(spec, name, self.stratify_labels(spec, split), column)
+
+    def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
+                   split: str = "train") -> DataLoader:
+        """How a split is served (default: plain batches; few-shot serves episodes)."""
+        generator = torch.Generator().manual_seed(seed) if shuffle else None
+        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator,
+                          num_workers=num_workers, persistent_workers=num_workers > 0)
+
+    # ------------------------------------------------------------------------------------ compatibility
+    def check_compatible(self, spec, encoder: GATEEncoder) -> None:
         """Raise a clear error if this adapter cannot serve the dataset's task with this encoder."""
-        if task not in self.tasks:
+        name = getattr(encoder, "config_name", None) or type(encoder).__name__
+        if spec.task not in self.tasks:
             raise ValueError(f"adapter {type(self).__name__} serves tasks {sorted(self.tasks)}, but dataset "
-                             f"{dataset!r} is a {task!r} task")
-        if self.needs == "tokens" and getattr(encoder, "provides_tokens", True) is False:
-            raise ValueError(f"adapter {type(self).__name__} needs token features, which "
-                             f"{type(encoder).__name__} does not provide")
+                             f"{spec.name!r} is a {spec.task!r} task")
+        missing = set(self.needs) - set(getattr(encoder, "provides", {"features"}))
+        if missing:
+            raise ValueError(f"adapter {type(self).__name__} needs {sorted(missing)} from the encoder, which "
+                             f"encoder {name} does not provide (it provides {sorted(encoder.provides)})")

@@ -33,8 +33,8 @@ class LinearClassifier(Adapter):
     def forward(self, encoded, batch) -> torch.Tensor:
         return self.head(encoded.features)
 
-    def loss(self, predictions, batch) -> torch.Tensor:
-        return F.cross_entropy(predictions.float(), self.target(batch), label_smoothing=self.label_smoothing)
+    def loss(self, predictions, target) -> torch.Tensor:
+        return F.cross_entropy(predictions.float(), target, label_smoothing=self.label_smoothing)
 
     def make_metrics(self) -> MetricCollection:
         return MetricCollection({

@@ -1,26 +1,43 @@
-"""The Lightning DataModule that serves any registered dataset to any encoder."""
+"""The Lightning DataModule that serves any registered dataset to any encoder through any task adapter.
+
+Task-neutral: inputs go through the encoder's transform (video frame by frame through an image encoder),
+targets through the adapter's :meth:`~gate.adapters.base.Adapter.example_targets`, and the adapter decides how
+a split is served (batches or episodes). No target column is named here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import datasets
 import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from .spec import DatasetSpec, check_split
-from .splits import labels_of
+from .spec import DatasetSpec
+
+
+def _numeric_columns(split: datasets.Dataset, columns: list[str]) -> list[str]:
+    """The columns numpy can hold (strings stay Python objects)."""
+    def is_text(feature) -> bool:
+        return isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+
+    return [c for c in columns if c in split.features and not is_text(split.features[c])]
 
 
 class TransformedSplit(Dataset):
-    """A HF split seen through an encoder transform: item -> {model inputs..., "label": int64 tensor}."""
+    """A HF split as model-ready items: the encoder's input transform plus the adapter's target tensors."""
 
-    def __init__(self, split: datasets.Dataset, input_column: str, transform: Callable):
-        self.split = split.with_format("numpy", columns=[input_column, "label"]) if input_column != "text" \
-            else split
+    def __init__(self, split: datasets.Dataset, input_column: str, transform: Callable,
+                 example_targets: Callable[[dict[str, Any]], dict[str, torch.Tensor]],
+                 columns: list[str] | None = None) -> None:
+        wanted = [input_column, *(columns if columns is not None else [c for c in split.column_names
+                                                                       if c != input_column])]
+        self.split = split.with_format("numpy", columns=_numeric_columns(split, wanted), output_all_columns=True)
         self.input_column = input_column
         self.transform = transform
+        self.example_targets = example_targets
 
     def __len__(self) -> int:
         return len(self.split)
@@ -28,48 +45,52 @@ class TransformedSplit(Dataset):
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         row = self.split[int(index)]
         item = dict(self.transform(row[self.input_column]))
-        item["label"] = torch.as_tensor(int(row["label"]), dtype=torch.long)
+        item.update(self.example_targets(row))
         return item
 
 
 class GATEDataModule(L.LightningDataModule):
-    """Holds the train/val/test splits of one dataset and the encoder's transforms for them."""
+    """Holds the train/val/test splits of one dataset, the encoder's transforms and the adapter's targets."""
 
-    def __init__(self, spec: DatasetSpec, splits: datasets.DatasetDict,
-                 transform_factory: Callable[[str, bool], Callable], batch_size: int = 64,
+    def __init__(self, spec: DatasetSpec, splits: datasets.DatasetDict, encoder, adapter, batch_size: int = 64,
                  eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0) -> None:
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"data.batch_size must be >= 1, got {batch_size}")
         self.spec = spec
         self.splits = splits
-        self.transform_factory = transform_factory
+        self.encoder = encoder
+        self.adapter = adapter
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
         self.num_workers = num_workers
         self.seed = seed
         self._data: dict[str, TransformedSplit] = {}
         for name, split in splits.items():
-            if spec.input_column not in split.column_names:
+            missing = [c for c in [spec.input_column, *adapter.target_columns(spec)] if c not in split.column_names]
+            if missing:
                 raise ValueError(f"dataset {spec.name!r}: split {name!r} has columns {split.column_names}, "
-                                 f"no input column {spec.input_column!r}")
-            check_split(spec, name, labels_of(split))
+                                 f"not {missing}")
+            if len(split) == 0:
+                raise ValueError(f"dataset {spec.name!r}: split {name!r} is empty")
+            adapter.check_split(spec, name, split)
 
     def setup(self, stage: str | None = None) -> None:
         if self._data:
             return
         for name, split in self.splits.items():
-            transform = self.transform_factory(self.spec.modality, name == "train")
-            self._data[name] = TransformedSplit(split, self.spec.input_column, transform)
+            augment = name == "train" and getattr(self.adapter, "augment_inputs", True)
+            transform = self.encoder.input_transform(self.spec.modality, augment)
+            self._data[name] = TransformedSplit(split, self.spec.input_column, transform,
+                                                self.adapter.example_targets, self.adapter.target_columns(self.spec))
 
     def split_dataloader(self, split: str, shuffle: bool = False) -> DataLoader:
         if split not in self.splits:
             raise ValueError(f"dataset {self.spec.name!r} has no split {split!r}; splits: {sorted(self.splits)}")
         self.setup()
-        generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(self._data[split], batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                          shuffle=shuffle, generator=generator if shuffle else None,
-                          num_workers=self.num_workers, persistent_workers=self.num_workers > 0)
+        return self.adapter.dataloader(self._data[split], shuffle=shuffle,
+                                       batch_size=self.batch_size if shuffle else self.eval_batch_size,
+                                       seed=self.seed, num_workers=self.num_workers, split=split)
 
     def train_dataloader(self) -> DataLoader:
         return self.split_dataloader("train", shuffle=True)

@@ -1,18 +1,54 @@
-"""The task spec a dataset config declares, and the checks every split must pass."""
+"""The task spec a dataset config declares: its input, its task family and the kinds of its targets.
+
+The engine is task-neutral: the data module, the model, ensembling and feature extraction never name a target
+column. A dataset says which columns hold targets and of which kind; the task adapter reads them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-TASKS = ("classification", "multilabel", "segmentation", "few_shot", "zero_shot", "relational", "temporal")
+TASKS = ("classification", "multilabel", "segmentation", "few_shot", "zero_shot", "relational",
+         "temporal_classification", "temporal_regression")
+
+# What a target column can hold (one example):
+TARGET_KINDS = {
+    "class": "an integer class id in [0, num_classes)",
+    "multi_hot": "a 0/1 vector of length num_classes",
+    "mask": "an (H, W) integer class map in [0, num_classes) (or ignore_index)",
+    "volume": "the id of the 3-D volume a 2-D slice belongs to (its masks are scored per volume)",
+    "caption": "a text describing the input",
+    "answer": "an integer answer id within its answer type",
+    "answer_type": "an integer answer-type id in [0, len(answer_types))",
+    "clip_label": "an integer class id of a whole clip",
+    "clip_value": "a real value of a whole clip",
+}
+# The target kinds each task family expects (a dataset may declare more, e.g. a volume id).
+TASK_TARGETS = {
+    "classification": {"class"},
+    "multilabel": {"multi_hot"},
+    "segmentation": {"mask"},
+    "few_shot": {"class"},
+    "zero_shot": {"caption"},
+    "relational": {"answer", "answer_type"},
+    "temporal_classification": {"clip_label"},
+    "temporal_regression": {"clip_value"},
+}
+DEFAULT_TARGETS = {"classification": {"label": "class"}, "few_shot": {"label": "class"}}
 
 
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
-    """What adapters and analysis need to know about a dataset (from ``conf/dataset/<name>.yaml``)."""
+    """What adapters and analysis need to know about a dataset (from ``conf/dataset/<name>.yaml``).
+
+    targets: target column -> kind (:data:`TARGET_KINDS`), e.g. ``{"label": "class"}`` or
+        ``{"mask": "mask", "volume": "volume"}``.
+    options: task-specific facts the adapter reads (answer types, frames per clip, ...).
+    """
 
     name: str
     modality: str
@@ -23,27 +59,58 @@ class DatasetSpec:
     family: str = ""
     class_names: tuple[str, ...] = ()
     input_column: str = ""
+    targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    ignore_index: int | None = None
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"dataset {self.name!r}: task {self.task!r} is not one of {TASKS}")
-        if self.num_classes < 2 and self.task in ("classification", "multilabel", "few_shot"):
+        if self.num_classes < 2 and self.task in ("classification", "multilabel", "few_shot", "segmentation",
+                                                  "temporal_classification"):
             raise ValueError(f"dataset {self.name!r} declares {self.num_classes} classes; a {self.task} "
                              f"task needs at least 2")
         if not self.input_column:
             object.__setattr__(self, "input_column", self.modality)
+        targets = dict(self.targets) or dict(DEFAULT_TARGETS.get(self.task, {}))
+        unknown = {c: k for c, k in targets.items() if k not in TARGET_KINDS}
+        if unknown:
+            raise ValueError(f"dataset {self.name!r}: unknown target kind(s) {unknown}; known: {sorted(TARGET_KINDS)}")
+        missing = TASK_TARGETS[self.task] - set(targets.values())
+        if missing:
+            raise ValueError(f"dataset {self.name!r}: a {self.task} task needs target(s) of kind {sorted(missing)}; "
+                             f"declare them under targets: (column: kind)")
+        object.__setattr__(self, "targets", targets)
+        object.__setattr__(self, "options", dict(self.options))
+
+    def column(self, kind: str) -> str:
+        """The column holding the target of ``kind`` (a ValueError naming the dataset when there is none)."""
+        for column, k in self.targets.items():
+            if k == kind:
+                return column
+        raise ValueError(f"dataset {self.name!r} has no target of kind {kind!r} (targets: {dict(self.targets)})")
+
+    @property
+    def label_column(self) -> str | None:
+        """The single-label column that stratifies splits and feeds transferability scores, if any."""
+        for kind in ("class", "clip_label"):
+            if kind in self.targets.values():
+                return self.column(kind)
+        return None
 
 
-def check_split(spec: DatasetSpec, split: str, labels: Sequence[int] | np.ndarray) -> None:
-    """Raise ValueError naming the dataset and split when a split is empty or its labels are invalid."""
+def check_split(spec: DatasetSpec, split: str, labels, column: str = "label") -> None:
+    """Raise ValueError naming the dataset and split when a split of class ids is empty or out of range."""
     labels = np.asarray(labels)
     if labels.size == 0:
         raise ValueError(f"dataset {spec.name!r}: split {split!r} is empty")
     if not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"dataset {spec.name!r}: split {split!r} has non-integer labels ({labels.dtype})")
+        raise ValueError(f"dataset {spec.name!r}: split {split!r} has non-integer {column!r} ({labels.dtype})")
     low, high = int(labels.min()), int(labels.max())
     if low < 0 or high >= spec.num_classes:
+        bad = int(np.flatnonzero((labels < 0) | (labels >= spec.num_classes))[0])
         raise ValueError(f"dataset {spec.name!r}: split {split!r} has labels in [{low}, {high}] but the dataset "
-                         f"declares num_classes={spec.num_classes} (valid labels 0..{spec.num_classes - 1})")
+                         f"declares num_classes={spec.num_classes} (valid labels 0..{spec.num_classes - 1}; "
+                         f"first bad: example {bad}, {column}={int(labels[bad])})")
     if split == "train" and np.unique(labels).size < 2:
         raise ValueError(f"dataset {spec.name!r}: split 'train' has fewer than 2 distinct classes")

@@ -8,17 +8,18 @@ import numpy as np
 SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
 
 
-def labels_of(ds: datasets.Dataset) -> np.ndarray:
-    """The label column as a numpy array (one Arrow read, no per-row Python copy; respects selections)."""
-    return np.asarray(ds.select_columns(["label"]).with_format("numpy")[:]["label"])
+def labels_of(ds: datasets.Dataset, column: str) -> np.ndarray:
+    """A label column as a numpy array (one Arrow read, no per-row Python copy; respects selections)."""
+    return np.asarray(ds.select_columns([column]).with_format("numpy")[:][column])
 
 
-def _carve(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """Split ``ds`` into (rest, carved) with ``fraction`` carved out, seeded and stratified by label when every
-    class has at least 2 members (scikit-learn on the indices: much faster than HF's stratified split)."""
+def _carve(ds: datasets.Dataset, fraction: float, seed: int,
+           label_column: str | None) -> tuple[datasets.Dataset, datasets.Dataset]:
+    """Split ``ds`` into (rest, carved) with ``fraction`` carved out, seeded and stratified by ``label_column``
+    when there is one and every class has at least 2 members (scikit-learn on the indices)."""
     from sklearn.model_selection import train_test_split
 
-    labels = labels_of(ds)
+    labels = labels_of(ds, label_column) if label_column else np.array([], dtype=np.int64)
     counts = np.bincount(labels) if labels.size and labels.min() >= 0 else np.array([])
     stratify = labels if counts.size and counts[counts > 0].min() >= 2 else None
     index = np.arange(len(ds))
@@ -31,11 +32,13 @@ def _carve(ds: datasets.Dataset, fraction: float, seed: int) -> tuple[datasets.D
 
 def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
                 max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
-                name: str = "dataset") -> datasets.DatasetDict:
+                name: str = "dataset", label_column: str | None = None) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
     then a missing val split from what remains (``val_fraction``), both seeded and stratified.
+    Computed splits are stratified by ``label_column`` (None: plain seeded splits). ``num_classes`` (for
+    single-label tasks) must equal the classes present in the whole training split.
     ``max_samples`` caps a split by a seeded shuffle-and-take (recorded in the config, so the experiment
     id tells capped runs apart from full ones).
     """
@@ -43,11 +46,11 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
     if "train" not in splits:
         raise ValueError(f"the dataset source gave splits {sorted(raw)} but no 'train' split")
     if "test" not in splits:
-        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed)
+        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed, label_column)
     if "val" not in splits:
-        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1)
-    if num_classes is not None:  # on the whole training split, before any cap
-        present = np.unique(labels_of(splits["train"]))
+        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1, label_column)
+    if num_classes is not None and label_column:  # on the whole training split, before any cap
+        present = np.unique(labels_of(splits["train"], label_column))
         if present.size != num_classes:
             raise ValueError(f"dataset {name!r} declares num_classes={num_classes}, but its train split holds "
                              f"{present.size} classes; set dataset.num_classes={present.size}")

@@ -29,14 +29,24 @@ class EncoderOutput:
     """What an encoder returns for a batch.
 
     features: pooled features, shape (B, D).
-    tokens: token or spatial features (B, N, D) where the encoder has them, else None.
+    tokens: token or spatial features (B, N, D) of the last layer where the encoder has them, else None.
     source_logits: logits over the pretraining label set (B, S) where the encoder keeps its source
         classification head (LEEP and NCE need them), else None.
+    levels: multi-level spatial features, shallow to deep, each (B, N_l, D_l) with N_l = h_l * w_l, where the
+        encoder has them (dense adapters such as segmentation need them), else None.
+    grids: the (h_l, w_l) grid of each level.
     """
 
     features: torch.Tensor
     tokens: torch.Tensor | None = None
     source_logits: torch.Tensor | None = None
+    levels: list[torch.Tensor] | None = None
+    grids: list[tuple[int, int]] | None = None
+
+
+def maps_to_levels(maps: list[torch.Tensor]) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
+    """(B, D, h, w) feature maps as ``EncoderOutput.levels`` (B, h*w, D) and their grids."""
+    return ([m.flatten(2).transpose(1, 2) for m in maps], [(int(m.shape[2]), int(m.shape[3])) for m in maps])
 
 
 class GATEEncoder(nn.Module, abc.ABC):
@@ -49,6 +59,8 @@ class GATEEncoder(nn.Module, abc.ABC):
     feature_dim: int
     #: Size of the source (pretraining) label set when the encoder returns ``source_logits``.
     num_source_classes: int | None = None
+    #: What ``forward`` returns besides pooled features: "tokens", "levels", "source_logits".
+    provides: frozenset[str] = frozenset({"features"})
     #: The smallest input resolution (px) the encoder can take meaningfully, e.g. its total stride; config
     #: validation refuses a smaller ``image_size`` before anything is built.
     min_image_size: int = 1
@@ -61,14 +73,50 @@ class GATEEncoder(nn.Module, abc.ABC):
     def forward(self, batch: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Encode a collated batch (the dict produced by the transform, batched)."""
 
+    @torch.no_grad()
+    def output_dims(self) -> dict[str, Any]:
+        """Widths of what ``forward`` returns, from one probe forward on a blank image at the encoder's input
+        size: ``token_dim``, ``level_dims`` (one per level) and ``grids``. Adapters whose heads depend on them
+        receive them by name when they are built."""
+        if "image" not in self.modalities:
+            return {"token_dim": self.feature_dim, "level_dims": [], "grids": []}
+        size = int(getattr(self, "image_size", 224))
+        was_training = self.training
+        try:
+            out = self.eval()({"image": torch.zeros(1, 3, size, size, device=next(self.parameters()).device)})
+        finally:
+            self.train(was_training)
+        return {"token_dim": int(out.tokens.shape[-1]) if out.tokens is not None else self.feature_dim,
+                "level_dims": [int(level.shape[-1]) for level in out.levels or []],
+                "grids": list(out.grids or [])}
+
+    def accepts(self, modality: str) -> bool:
+        """Whether the encoder takes ``modality``; an image encoder takes video frame by frame."""
+        return modality in self.modalities or (modality == "video" and "image" in self.modalities)
+
+    def input_transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:
+        """The transform of one raw input of ``modality``; video clips go through the image transform frame by
+        frame (``{"video": (T, C, H, W)}``) when the encoder has no video transform of its own."""
+        if modality == "video" and "video" not in self.modalities:
+            return frames_transform(self.transform("image", train))
+        return self.transform(modality, train)
+
     def check_modality(self, modality: str, dataset: str = "") -> None:
         """Raise a clear error if this encoder cannot take ``modality``."""
-        if modality not in self.modalities:
+        if not self.accepts(modality):
             where = f" dataset {dataset!r} is {modality}" if dataset else f" input is {modality}"
             raise ValueError(
                 f"encoder {type(self).__name__} accepts {sorted(self.modalities)}, but the{where}; "
                 f"choose an encoder that accepts {modality!r} (or add a modality stem)"
             )
+
+
+def frames_transform(image: Callable[[Any], dict[str, torch.Tensor]]) -> Callable[[Any], dict[str, torch.Tensor]]:
+    """A clip (T frames of HxW or HxWxC) through an image transform frame by frame: ``{"video": (T, C, H, W)}``."""
+    def transform(clip: Any) -> dict[str, torch.Tensor]:
+        return {"video": torch.stack([image(frame)["image"] for frame in np.asarray(clip)])}
+
+    return transform
 
 
 def to_pil_rgb(value: Any) -> Image.Image:

