@@ -31,7 +31,9 @@ KINDS = ("finetune", "score")
 # asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
 _RUN_ONLY_COMMON = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
                     "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
-                    "trainer.enable_model_summary", "trainer.log_every_n_steps")
+                    "trainer.enable_model_summary", "trainer.log_every_n_steps",
+                    # where a dataset's (generated or downloaded) files are kept, not what they hold
+                    "dataset.builder.cache_dir")
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
     "finetune": _RUN_ONLY_COMMON,
     # gate-score: which scores to compute is not part of the experiment (each score is its own record);
