@@ -74,3 +74,11 @@ def test_command_line_still_beats_a_preset(tmp_path):
     with initialize_config_module("gate.conf", version_base=None):
         cfg = compose("run", overrides=[f"paths.root={tmp_path}", "experiment=paper_finetune", "image_size=96"])
     assert cfg.image_size == 96
+
+
+def test_an_encoder_names_its_recipe_and_the_command_line_wins(tmp_path):
+    with initialize_config_module("gate.conf", version_base=None):
+        vit = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=vit_tiny_scratch"])
+        chosen = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=vit_tiny_scratch", "recipe=hybrid"])
+        conv = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=resnet18_scratch"])
+    assert (vit.recipe.name, chosen.recipe.name, conv.recipe.name) == ("vit", "hybrid", "conv")
