@@ -1,0 +1,195 @@
+"""Multi-label classification (the GATE paper's medical classification family, e.g. CheXpert / NIH chest X-rays).
+
+Design: a (dropout +) linear head on the encoder's pooled features gives one logit per class; the loss is
+binary cross-entropy with logits on the multi-hot target. Recorded metrics, as in the paper's medical tasks:
+
+* ``auc_macro`` / ``auc/<class>``: area under the ROC curve (torchmetrics ``MultilabelAUROC``);
+* ``aps_macro`` / ``aps/<class>``: average precision (torchmetrics ``MultilabelAveragePrecision``);
+* ``brier_macro`` / ``brier/<class>``: Brier score, the mean squared error of the sigmoid probabilities
+  (torchmetrics has no multi-label Brier score: :class:`MultilabelBrierScore` below).
+
+``<class>`` is the dataset's class name (``spec.class_names``) or the class index. Every key is its own
+``Metric`` returning a scalar, so Lightning can log each of them; the per-class metrics subclass the macro ones
+with the same states, so a ``MetricCollection`` puts them in one compute group and keeps the scores of an
+epoch once. The metrics see sigmoid probabilities (never raw logits: torchmetrics guesses per batch whether
+inputs are logits, which would mix scales across batches). Checkpoints are ranked by validation ``auc_macro``.
+Test-time ensembles average the logits (the engine's default).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics import Metric, MetricCollection
+from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecision
+
+from .base import Adapter
+
+
+class MultilabelBrierScore(Metric):
+    """Brier score per class: mean over examples of ``(p - y)^2`` with ``p = sigmoid(logit)``; ``average="macro"``
+    gives the mean over classes, ``average=None`` the per-class vector."""
+
+    higher_is_better = False
+    full_state_update = False
+
+    def __init__(self, num_labels: int, average: str | None = "macro", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if average not in ("macro", None):
+            raise ValueError(f"MultilabelBrierScore: average must be 'macro' or None, got {average!r}")
+        self.num_labels = num_labels
+        self.average = average
+        self.add_state("squared_error", default=torch.zeros(num_labels, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("count", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, probs: torch.Tensor, target: torch.Tensor) -> None:
+        if probs.shape != target.shape or probs.ndim != 2 or probs.shape[1] != self.num_labels:
+            raise ValueError(f"MultilabelBrierScore expects (N, {self.num_labels}) probabilities and targets, got "
+                             f"{tuple(probs.shape)} and {tuple(target.shape)}")
+        self.squared_error += ((probs.double() - target.double()) ** 2).sum(dim=0)
+        self.count += probs.shape[0]
+
+    def compute(self) -> torch.Tensor:
+        per_class = self.squared_error / self.count.clamp(min=1)
+        return per_class.mean() if self.average == "macro" else per_class
+
+
+class _SigmoidInputs:
+    """Mixin: feed the metric sigmoid probabilities and integer targets (predictions arrive as logits, targets as
+    floats)."""
+
+    def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
+        super().update(torch.sigmoid(logits.float()), target.round().long())
+
+
+class _OneClass:
+    """Mixin: a per-class (``average=None``) metric whose ``compute`` returns the score of one class (a scalar),
+    so each class is its own logged key."""
+
+    def __init__(self, num_labels: int, index: int) -> None:
+        super().__init__(num_labels=num_labels, average=None)
+        self.index = index
+
+    def compute(self) -> torch.Tensor:
+        return super().compute()[self.index]
+
+
+class AUROCOnLogits(_SigmoidInputs, MultilabelAUROC):
+    pass
+
+
+class APSOnLogits(_SigmoidInputs, MultilabelAveragePrecision):
+    pass
+
+
+class BrierOnLogits(_SigmoidInputs, MultilabelBrierScore):
+    pass
+
+
+class ClassAUROC(_OneClass, AUROCOnLogits):
+    pass
+
+
+class ClassAPS(_OneClass, APSOnLogits):
+    pass
+
+
+class ClassBrier(_OneClass, BrierOnLogits):
+    pass
+
+
+def metric_key(name: str) -> str:
+    """A class name usable as a metric-key qualifier (no dots: torch module names; no spaces or slashes)."""
+    key = re.sub(r"[^0-9A-Za-z_+\-]+", "_", str(name).strip()).strip("_")
+    return key or "class"
+
+
+class MultilabelClassifier(Adapter):
+    """A (dropout +) linear head on pooled features, one logit per class; BCE-with-logits; AUROC, average
+    precision and Brier score, macro and per class. Checkpoints are ranked by validation ``auc_macro``."""
+
+    tasks = frozenset({"multilabel"})
+    needs = frozenset({"features"})
+    monitor = "auc_macro"
+
+    def __init__(self, feature_dim: int, num_classes: int, spec=None, dropout: float = 0.0,
+                 per_class: bool = True) -> None:
+        super().__init__()
+        if num_classes < 2:
+            raise ValueError(f"MultilabelClassifier needs num_classes >= 2, got {num_classes}")
+        self.num_classes = num_classes
+        self.column = spec.column("multi_hot") if spec is not None else "labels"
+        names = list(spec.class_names) if spec is not None and len(spec.class_names) == num_classes else []
+        keys = [metric_key(n) for n in names] if names else [str(i) for i in range(num_classes)]
+        if len(set(keys)) != len(keys):  # two names that read the same as keys: fall back to indices
+            keys = [str(i) for i in range(num_classes)]
+        self.class_keys = keys
+        self.per_class = per_class
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_dim, num_classes))
+
+    # ------------------------------------------------------------------------------------------ model
+    def forward(self, encoded, batch) -> torch.Tensor:
+        return self.head(encoded.features)
+
+    def target(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        return batch[self.column]
+
+    def loss(self, predictions, target) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(predictions.float(), target.float())
+
+    def make_metrics(self) -> MetricCollection:
+        c = self.num_classes
+        metrics: dict[str, Metric] = {"auc_macro": AUROCOnLogits(num_labels=c, average="macro"),
+                                      "aps_macro": APSOnLogits(num_labels=c, average="macro"),
+                                      "brier_macro": BrierOnLogits(num_labels=c, average="macro")}
+        if self.per_class:
+            for i, key in enumerate(self.class_keys):
+                metrics[f"auc/{key}"] = ClassAUROC(c, i)
+                metrics[f"aps/{key}"] = ClassAPS(c, i)
+                metrics[f"brier/{key}"] = ClassBrier(c, i)
+        return MetricCollection(metrics)
+
+    # ------------------------------------------------------------------------------------------- data
+    def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        return {self.column: torch.as_tensor(np.asarray(row[self.column]), dtype=torch.float32)}
+
+    def target_columns(self, spec) -> list[str]:
+        return [spec.column("multi_hot")]
+
+    def stratify_labels(self, spec, split) -> None:
+        return None  # a multi-hot target has no single label to stratify by: computed splits are plain
+
+    def check_split(self, spec, name: str, split) -> None:
+        check_multi_hot(spec, name, split, spec.column("multi_hot"))
+
+
+def check_multi_hot(spec, split_name: str, split, column: str) -> None:
+    """Raise a ValueError naming the dataset, split and first bad example when a multi-hot column is not a 0/1
+    vector of length ``spec.num_classes``."""
+    where = f"dataset {spec.name!r}: split {split_name!r}"
+    values = split.select_columns([column]).with_format("numpy")[:][column]
+    array = np.asarray(values) if not isinstance(values, list) else None
+    rows = array if array is not None and array.dtype != object and array.ndim == 2 else None
+    if rows is None:  # ragged rows (lists of different lengths): look at them one by one
+        for i, row in enumerate(values):
+            row = np.asarray(row)
+            if row.ndim != 1 or row.shape[0] != spec.num_classes:
+                raise ValueError(f"{where}: example {i} has a {column!r} vector of shape {tuple(row.shape)}; the "
+                                 f"dataset declares num_classes={spec.num_classes} (a 0/1 vector of that length)")
+        rows = np.stack([np.asarray(r) for r in values]) if len(values) else np.zeros((0, spec.num_classes))
+    if rows.shape[0] == 0:
+        raise ValueError(f"{where} is empty")
+    if rows.shape[1] != spec.num_classes:
+        raise ValueError(f"{where}: example 0 has a {column!r} vector of length {rows.shape[1]}; the dataset "
+                         f"declares num_classes={spec.num_classes} (a 0/1 vector of that length)")
+    bad = ~np.isin(rows, (0, 1))
+    if bad.any():
+        i, j = (int(v) for v in np.argwhere(bad)[0])
+        raise ValueError(f"{where}: example {i} has {column}[{j}]={rows[i, j].item()!r}; a multi-hot target holds "
+                         f"only 0 and 1")
