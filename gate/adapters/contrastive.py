@@ -1,0 +1,210 @@
+"""Zero-shot image-text retrieval: a CLIP-style two-tower head on the encoder's pooled image features.
+
+Design (the GATE paper's zero-shot image-text family, Flickr30K / NYCC / Winoground):
+
+* image side: the evaluated encoder's pooled ``features`` -> a linear projection -> L2-normalised;
+* text side: a text tower (any :class:`~gate.encoders.base.GATEEncoder` that takes text; the adapter YAML
+  builds the packaged offline all-MiniLM-L6-v2 as a nested ``_target_`` config) -> its own linear projection
+  -> L2-normalised. ``freeze_text_tower`` (default true) freezes the tower's body and trains only its
+  projection, which keeps CPU runs cheap (no backward pass through the text transformer) and keeps the
+  measurement about the image encoder; false fine-tunes the whole tower with the run's recipe;
+* a learnable temperature: ``logit_scale`` = log(1/0.07) at initialisation, its exponential clamped to at
+  most 100, as in CLIP (Radford et al. 2021);
+* predictions: the batch's (B, B) image x text similarity logits; loss: the symmetric CLIP loss (mean of the
+  image->text and text->image cross-entropies).
+
+Captions are tokenised on the data side (:meth:`ZeroShotContrastive.example_targets`, by the text tower's own
+transform) into ``caption_input_ids`` / ``caption_attention_mask`` (and a 63-bit ``caption_id`` hash of the
+text). The same caption can describe several images in a batch (a stand-in's caption vocabulary is finite;
+real datasets repeat generic captions too): the target of a batch, :meth:`ZeroShotContrastive.target`, gives
+for every example the index of the first example in the batch with the same caption (``arange(B)`` when all
+captions differ). Every text with the image's caption is a correct match for it, and vice versa: the loss
+spreads its target uniformly over them (plain CLIP targets when captions are unique) and the metrics count a
+hit when any of them ranks within the top k.
+
+Metrics ``img2txt_acc@{1,5}`` and ``txt2img_acc@{1,5}`` are ranked WITHIN each evaluation batch, as GATE does:
+each image is ranked against the captions of its own batch (of ``data.eval_batch_size``), so the numbers
+depend on the eval batch size, and the last, smaller batch of a split counts too (its examples face fewer
+distractors, and a top-k with k >= its size is a hit). Ties with a wrong caption count against the match
+(a collapsed model that scores everything equally gets no hits). Checkpoint ensembles average the per-batch
+logits (each checkpoint's temperature included).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics import Metric, MetricCollection
+
+from ..encoders.base import GATEEncoder
+from .base import Adapter
+
+INIT_TEMPERATURE = 0.07
+MAX_LOGIT_SCALE = 100.0
+DIRECTIONS = ("img2txt", "txt2img")
+
+
+def caption_hash(text: str) -> int:
+    """A stable 63-bit id of a caption (equal texts, equal ids; independent of PYTHONHASHSEED)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+def match_groups(caption_ids: torch.Tensor) -> torch.Tensor:
+    """For each example, the index of the first example in the batch with the same caption id: (B,) int64."""
+    same = caption_ids[:, None] == caption_ids[None, :]
+    return same.to(torch.uint8).argmax(dim=1)  # the first True of each row (the diagonal is always True)
+
+
+def positives(target: torch.Tensor) -> torch.Tensor:
+    """(B, B) bool: text j matches image i (their captions are the same)."""
+    return target[:, None] == target[None, :]
+
+
+def clip_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Symmetric CLIP loss of (B, B) image x text logits; every caption equal to the image's own is a target
+    (uniform weight), which is CLIP's ``arange`` target when all captions differ."""
+    match = positives(target).to(logits.dtype)
+    soft = match / match.sum(dim=1, keepdim=True)  # symmetric: same-caption groups match both ways
+    return (F.cross_entropy(logits, soft) + F.cross_entropy(logits.t(), soft)) / 2
+
+
+def retrieval_hits(logits: torch.Tensor, target: torch.Tensor, k: int) -> torch.Tensor:
+    """(B,) bool: for each query row of ``logits`` (queries x candidates), whether a matching candidate ranks
+    within the top ``k`` of its batch. The best-scored match counts; a wrong candidate that scores at least as
+    high (a tie included) ranks above it."""
+    match = positives(target)
+    best = logits.masked_fill(~match, float("-inf")).max(dim=1, keepdim=True).values
+    above = ((logits >= best) & ~match).sum(dim=1)
+    return above < k
+
+
+class RetrievalAccuracy(Metric):
+    """Top-k retrieval accuracy within each batch, for one direction of (B, B) image x text logits."""
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, k: int, direction: str = "img2txt", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+        self.k = int(k)
+        self.direction = direction
+        self.add_state("hits", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
+        scores = logits if self.direction == "img2txt" else logits.t()
+        hits = retrieval_hits(scores, target, self.k)
+        self.hits += hits.sum()
+        self.total += hits.numel()
+
+    def compute(self) -> torch.Tensor:
+        return self.hits / self.total.clamp_min(1.0)
+
+
+def _drop_text_tower(module, state_dict, prefix, local_metadata) -> None:
+    for key in [k for k in state_dict if k.startswith(prefix + "text_tower.")]:
+        del state_dict[key]
+
+
+def _restore_text_tower(module, state_dict, prefix, *args) -> None:
+    for key, value in module.text_tower.state_dict(prefix=prefix + "text_tower.", keep_vars=False).items():
+        state_dict.setdefault(key, value)
+
+
+class ZeroShotContrastive(Adapter):
+    """CLIP-style image-text retrieval head (module docstring); checkpoints ranked by val ``img2txt_acc@1``.
+
+    text_tower: a text encoder (built by Hydra from the nested config); its ``features`` are projected.
+    embed_dim: width of the shared embedding space.
+    freeze_text_tower: freeze the tower's body (its projection always trains).
+    caption column: the dataset's target of kind ``caption``.
+    """
+
+    tasks = frozenset({"zero_shot"})
+    needs = frozenset({"features"})
+    monitor = "img2txt_acc@1"
+    # Captions name left/right relations: a horizontal flip would make them wrong.
+    augment_inputs = False
+
+    def __init__(self, feature_dim: int, text_tower: GATEEncoder, spec=None, embed_dim: int = 256,
+                 freeze_text_tower: bool = True, top_k: Sequence[int] = (1, 5)) -> None:
+        super().__init__()
+        if not isinstance(text_tower, GATEEncoder) or not text_tower.accepts("text"):
+            raise ValueError(f"ZeroShotContrastive needs a text tower (a gate encoder that takes text), got "
+                             f"{type(text_tower).__name__}")
+        self.caption_column = spec.column("caption") if spec is not None else "caption"
+        self.text_tower = text_tower
+        self.freeze_text_tower = bool(freeze_text_tower)
+        if self.freeze_text_tower:
+            self.text_tower.requires_grad_(False)
+        self.image_projection = nn.Linear(feature_dim, embed_dim)
+        self.text_projection = nn.Linear(text_tower.feature_dim, embed_dim)
+        self.logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / INIT_TEMPERATURE)))
+        self.top_k = tuple(int(k) for k in top_k)
+        self._tokenize = text_tower.transform("text", train=False)
+        if self.freeze_text_tower:
+            # A frozen body is rebuilt from its packaged weights by the config: checkpoints leave it out (it
+            # is ~90 MB of every checkpoint for MiniLM) and loading one puts the built weights back.
+            self.register_state_dict_post_hook(_drop_text_tower)
+            self.register_load_state_dict_pre_hook(_restore_text_tower)
+
+    # ------------------------------------------------------------------------------------------ model
+    def scale(self) -> torch.Tensor:
+        """The temperature's inverse, exp(logit_scale), clamped to at most 100 (as CLIP does)."""
+        return self.logit_scale.clamp(max=math.log(MAX_LOGIT_SCALE)).exp()
+
+    def embed_text(self, batch: Mapping[str, Any]) -> torch.Tensor:
+        text = {"input_ids": batch["caption_input_ids"], "attention_mask": batch["caption_attention_mask"]}
+        if self.freeze_text_tower:
+            # A frozen body runs without dropout. Set here rather than in train(): Lightning warns about
+            # submodules left in eval mode when fitting starts.
+            self.text_tower.eval()
+        with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_text_tower):
+            features = self.text_tower(text).features
+        return F.normalize(self.text_projection(features), dim=-1)
+
+    def forward(self, encoded, batch) -> torch.Tensor:
+        image = F.normalize(self.image_projection(encoded.features), dim=-1)
+        text = self.embed_text(batch)
+        return self.scale() * image @ text.t()
+
+    def target(self, batch) -> torch.Tensor:
+        return match_groups(batch["caption_id"])
+
+    def loss(self, predictions, target) -> torch.Tensor:
+        return clip_loss(predictions.float(), target)
+
+    def make_metrics(self) -> MetricCollection:
+        return MetricCollection({f"{direction}_acc@{k}": RetrievalAccuracy(k, direction)
+                                 for direction in DIRECTIONS for k in self.top_k})
+
+    # ------------------------------------------------------------------------------------------- data
+    def example_targets(self, row) -> dict[str, torch.Tensor]:
+        caption = str(row[self.caption_column])
+        tokens = self._tokenize(caption)
+        return {"caption_input_ids": tokens["input_ids"], "caption_attention_mask": tokens["attention_mask"],
+                "caption_id": torch.tensor(caption_hash(caption), dtype=torch.long)}
+
+    def target_columns(self, spec) -> list[str]:
+        return [spec.column("caption")]
+
+    def stratify_labels(self, spec, split):
+        return None
+
+    def check_split(self, spec, name: str, split) -> None:
+        column = spec.column("caption")
+        captions = split[column]
+        if not captions:
+            raise ValueError(f"dataset {spec.name!r}: split {name!r} is empty")
+        for index, caption in enumerate(captions):
+            if not isinstance(caption, str) or not caption.strip():
+                raise ValueError(f"dataset {spec.name!r}: split {name!r} example {index} has an empty caption "
+                                 f"({column}={caption!r}); every image needs a text to match")
