@@ -1,0 +1,319 @@
+"""Semantic segmentation and volumetric (medical) segmentation: the GATE multi-level transformer decoder.
+
+Decoder (GATE, Antoniou et al. 2024, "segmentation adapter"): every level of the encoder's multi-level features
+(``EncoderOutput.levels`` with their ``grids``, shallow to deep) is resampled bilinearly to one ``grid_size`` x
+``grid_size`` grid and the levels are concatenated channel-wise; a 1x1 projection brings them to ``hidden_dim``;
+``depth`` pre-norm transformer blocks (with a learned position embedding) mix the grid tokens; a per-pixel linear
+classifier gives class logits on the grid, which are upsampled bilinearly to the mask's size. The defaults are
+small (grid 16, width 128, 2 blocks) so CPU runs stay quick; the paper's widths are a config change away.
+
+Loss: a weighted sum of cross-entropy, focal loss (gamma 2) and soft Dice, all ignoring ``ignore_index`` pixels
+(from the dataset spec). Classes are the mask's classes including background (``num_classes`` counts it).
+
+* :class:`SegmentationAdapter` (task "segmentation", target kind ``mask``): dataset-level metrics over all
+  pixels of a split (torchmetrics, confusion-matrix based): ``miou`` (mean IoU over classes),
+  ``mean_acc`` (per-class pixel accuracy averaged over classes), ``overall_acc`` (pixel accuracy) and ``dice``
+  (macro F1 over classes = Dice); classes absent from both target and prediction do not count. Checkpoints
+  are ranked by val ``miou``.
+* :class:`MedicalSegmentationAdapter`: rows are 2-D slices of 3-D volumes (a target of kind ``volume`` holds
+  each slice's volume id). Training is per slice; metrics are computed PER VOLUME (ACDC-style): per-volume
+  statistics are accumulated by volume id in :class:`VolumeSegmentationMetric`, so a volume's slices are
+  re-assembled whatever the batch order or batching, each volume is scored on its own and the scores are
+  averaged over volumes. Checkpoints are ranked by val ``dice``.
+
+GATE differences: the paper decodes at a larger grid with wider blocks and trains at 224-1024 px; here only
+sizes differ (config keys). Its medical Dice is over the foreground structures, as here (``include_background``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torchmetrics import Metric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassJaccardIndex
+
+from .base import Adapter
+
+_NO_IGNORE = -100  # the label F.cross_entropy ignores when the dataset declares no ignore_index
+
+
+class LevelsDecoder(nn.Module):
+    """Multi-level features -> per-pixel class logits on a ``grid_size`` grid (the GATE segmentation decoder)."""
+
+    def __init__(self, level_dims: list[int], num_classes: int, grid_size: int = 16, hidden_dim: int = 128,
+                 depth: int = 2, num_heads: int = 4, mlp_ratio: float = 2.0, dropout: float = 0.0) -> None:
+        super().__init__()
+        if not level_dims:
+            raise ValueError("the segmentation decoder needs at least one level of encoder features")
+        if hidden_dim % num_heads:
+            raise ValueError(f"hidden_dim={hidden_dim} must be divisible by num_heads={num_heads}")
+        self.grid_size = int(grid_size)
+        self.project = nn.Sequential(nn.Conv2d(sum(level_dims), hidden_dim, kernel_size=1),
+                                     nn.BatchNorm2d(hidden_dim), nn.GELU())
+        self.position = nn.Parameter(torch.zeros(1, self.grid_size ** 2, hidden_dim))
+        nn.init.trunc_normal_(self.position, std=0.02)
+        block = nn.TransformerEncoderLayer(hidden_dim, num_heads, dim_feedforward=int(hidden_dim * mlp_ratio),
+                                           dropout=dropout, activation="gelu", batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(block, depth, enable_nested_tensor=False) if depth > 0 else nn.Identity()
+        self.norm = nn.LayerNorm(hidden_dim)
+        self.classifier = nn.Linear(hidden_dim, num_classes)
+
+    def forward(self, levels: list[torch.Tensor], grids: list[tuple[int, int]],
+                size: tuple[int, int]) -> torch.Tensor:
+        g = self.grid_size
+        maps = []
+        for level, (h, w) in zip(levels, grids):
+            fmap = level.transpose(1, 2).reshape(level.shape[0], level.shape[2], h, w)
+            maps.append(F.interpolate(fmap, size=(g, g), mode="bilinear", align_corners=False))
+        x = self.project(torch.cat(maps, dim=1))  # (B, hidden, g, g)
+        tokens = self.blocks(x.flatten(2).transpose(1, 2) + self.position)
+        logits = self.classifier(self.norm(tokens)).transpose(1, 2).reshape(x.shape[0], -1, g, g)
+        return F.interpolate(logits, size=tuple(size), mode="bilinear", align_corners=False)
+
+
+def segmentation_losses(logits: torch.Tensor, target: torch.Tensor, ignore_index: int | None,
+                        gamma: float = 2.0, eps: float = 1.0) -> dict[str, torch.Tensor]:
+    """Cross-entropy, focal and soft-Dice losses of (B, C, H, W) logits against a (B, H, W) class map; pixels
+    equal to ``ignore_index`` take no part. Dice is averaged over classes (soft, smoothed by ``eps``)."""
+    logits = logits.float()
+    ignore = _NO_IGNORE if ignore_index is None else int(ignore_index)
+    valid = target != ignore
+    n_valid = valid.sum().clamp(min=1)
+    ce_map = F.cross_entropy(logits, target, ignore_index=ignore, reduction="none")  # 0 on ignored pixels
+    ce = ce_map.sum() / n_valid
+    focal = ((1.0 - torch.exp(-ce_map)) ** gamma * ce_map).sum() / n_valid
+    probs = logits.softmax(dim=1) * valid.unsqueeze(1)
+    onehot = F.one_hot(torch.where(valid, target, 0), logits.shape[1]).permute(0, 3, 1, 2) * valid.unsqueeze(1)
+    dims = (0, 2, 3)
+    inter = (probs * onehot).sum(dims)
+    dice = 1.0 - ((2 * inter + eps) / (probs.sum(dims) + onehot.sum(dims) + eps)).mean()
+    return {"ce": ce, "focal": focal, "dice": dice}
+
+
+class SegmentationAdapter(Adapter):
+    """The GATE segmentation decoder on the encoder's multi-level features; CE + focal + Dice loss; dataset-level
+    ``miou``, ``mean_acc``, ``overall_acc`` and ``dice``. Best checkpoint by val ``miou``."""
+
+    tasks = frozenset({"segmentation"})
+    needs = frozenset({"levels"})
+    monitor = "miou"
+    #: Spatial targets: a random flip of the image alone would misalign it with its mask.
+    augment_inputs = False
+
+    def __init__(self, level_dims: list[int], num_classes: int, spec=None, grid_size: int = 16,
+                 hidden_dim: int = 128, depth: int = 2, num_heads: int = 4, mlp_ratio: float = 2.0,
+                 dropout: float = 0.0, ce_weight: float = 1.0, focal_weight: float = 1.0, dice_weight: float = 1.0,
+                 focal_gamma: float = 2.0, ignore_index: int | None = None) -> None:
+        super().__init__()
+        if num_classes < 2:
+            raise ValueError(f"{type(self).__name__} needs num_classes >= 2 (background included), got {num_classes}")
+        self.num_classes = int(num_classes)
+        # The dataset spec is the source of truth for ignored pixels; the argument serves specless use (tests).
+        self.ignore_index = spec.ignore_index if spec is not None and spec.ignore_index is not None else ignore_index
+        self.decoder = LevelsDecoder(list(level_dims), self.num_classes, grid_size, hidden_dim, depth, num_heads,
+                                     mlp_ratio, dropout)
+        self.weights = {"ce": float(ce_weight), "focal": float(focal_weight), "dice": float(dice_weight)}
+        if not any(self.weights.values()):
+            raise ValueError(f"{type(self).__name__}: every loss weight is 0 ({self.weights})")
+        self.focal_gamma = float(focal_gamma)
+        self.mask_column = spec.column("mask") if spec is not None else "mask"
+
+    # ------------------------------------------------------------------------------------------ model
+    def forward(self, encoded, batch) -> torch.Tensor:
+        if encoded.levels is None or encoded.grids is None:
+            raise ValueError(f"{type(self).__name__} needs multi-level features (EncoderOutput.levels and grids)")
+        mask = batch.get("mask") if isinstance(batch, Mapping) else None
+        size = tuple(mask.shape[-2:]) if mask is not None else tuple(batch["image"].shape[-2:])
+        return self.decoder(encoded.levels, encoded.grids, size)
+
+    def target(self, batch) -> torch.Tensor:
+        return batch["mask"]
+
+    def _mask(self, target) -> torch.Tensor:
+        return target["mask"] if isinstance(target, Mapping) else target
+
+    def loss(self, predictions, target) -> torch.Tensor:
+        parts = segmentation_losses(predictions, self._mask(target), self.ignore_index, self.focal_gamma)
+        return sum(w * parts[name] for name, w in self.weights.items() if w)
+
+    def make_metrics(self) -> MetricCollection:
+        c, ignore = self.num_classes, self.ignore_index
+        return MetricCollection({
+            "miou": MulticlassJaccardIndex(c, average="macro", ignore_index=ignore),
+            "mean_acc": MulticlassAccuracy(c, average="macro", ignore_index=ignore),
+            "overall_acc": MulticlassAccuracy(c, average="micro", ignore_index=ignore),
+            "dice": MulticlassF1Score(c, average="macro", ignore_index=ignore),
+        })
+
+    # ------------------------------------------------------------------------------------------- data
+    def example_targets(self, row) -> dict[str, torch.Tensor]:
+        return {"mask": torch.as_tensor(np.asarray(row[self.mask_column]), dtype=torch.long)}
+
+    def target_columns(self, spec) -> list[str]:
+        return [spec.column("mask")]
+
+    def stratify_labels(self, spec, split):
+        return None  # a mask is no single label
+
+    def check_split(self, spec, name: str, split) -> None:
+        """Every mask value in [0, num_classes) or equal to ``ignore_index``."""
+        column = spec.column("mask")
+        if len(split) == 0:
+            raise ValueError(f"dataset {spec.name!r}: split {name!r} is empty")
+        for start, masks in _chunks(split, column):
+            for offset, mask in enumerate(masks):
+                mask = np.asarray(mask)
+                bad = (mask < 0) | (mask >= spec.num_classes)
+                if spec.ignore_index is not None:
+                    bad &= mask != spec.ignore_index
+                if bad.any():
+                    values = sorted({int(v) for v in np.unique(mask[bad])})[:5]
+                    raise ValueError(
+                        f"dataset {spec.name!r}: split {name!r} example {start + offset}: {column!r} holds label(s) "
+                        f"{values} outside 0..{spec.num_classes - 1}"
+                        + (f" (ignore_index {spec.ignore_index})" if spec.ignore_index is not None else
+                           " (no ignore_index declared)"))
+
+
+def _chunks(split, column: str, size: int = 512):
+    """(start index, numpy values of ``column``) over a HF split, a chunk at a time."""
+    data = split.select_columns([column]).with_format("numpy")
+    for start in range(0, len(data), size):
+        yield start, data[start:start + size][column]
+
+
+class VolumeSegmentationMetric(Metric):
+    """A segmentation score per 3-D volume, averaged over volumes.
+
+    ``update(logits (B, C, H, W), {"mask": (B, H, W), "volume": (B,)})`` records each slice's per-class
+    intersection, prediction and target pixel counts with its volume id; ``compute`` sums them by volume id (so
+    the order and batching of slices do not matter), scores every volume and averages over volumes.
+
+    score: ``dice`` (2|P∩T| / (|P| + |T|)), ``miou`` (|P∩T| / |P∪T|), ``mean_acc`` (|P∩T| / |T|), each averaged
+    over the classes present in the volume's target or prediction (``mean_acc``: in its target), or
+    ``overall_acc`` (the volume's pixel accuracy, all classes). A volume with no scored class present scores 1
+    (nothing to find, nothing found). ``include_background``: whether class 0 is among the averaged classes.
+    """
+
+    full_state_update = False
+    higher_is_better = True
+    is_differentiable = False
+
+    def __init__(self, num_classes: int, score: str = "dice", include_background: bool = False,
+                 ignore_index: int | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if score not in ("dice", "miou", "mean_acc", "overall_acc"):
+            raise ValueError(f"unknown volume score {score!r}")
+        self.num_classes = int(num_classes)
+        self.score = score
+        self.include_background = include_background
+        self.ignore_index = ignore_index
+        for state in ("volumes", "intersection", "predicted", "actual"):
+            self.add_state(state, default=[], dist_reduce_fx="cat")
+
+    def update(self, predictions: torch.Tensor, target: Mapping[str, torch.Tensor]) -> None:
+        mask, volume = target["mask"], target["volume"]
+        labels = predictions.argmax(dim=1) if predictions.dim() == mask.dim() + 1 else predictions
+        valid = torch.ones_like(mask, dtype=torch.bool) if self.ignore_index is None else mask != self.ignore_index
+        c = self.num_classes
+        pred_1h = F.one_hot(labels.clamp(0, c - 1), c) * valid.unsqueeze(-1)
+        true_1h = F.one_hot(torch.where(valid, mask, 0).clamp(0, c - 1), c) * valid.unsqueeze(-1)
+        dims = tuple(range(1, mask.dim()))
+        self.volumes.append(volume.reshape(-1).long())
+        self.intersection.append((pred_1h * true_1h).sum(dims))
+        self.predicted.append(pred_1h.sum(dims))
+        self.actual.append(true_1h.sum(dims))
+
+    def per_volume(self) -> dict[int, float]:
+        """Each volume's score, by volume id."""
+        cat = (lambda x: torch.cat(x) if isinstance(x, list) else x)  # noqa: E731 (states are lists until synced)
+        volumes = cat(self.volumes)
+        if volumes.numel() == 0:
+            return {}
+        ids, index = torch.unique(volumes, return_inverse=True)
+
+        def by_volume(state) -> torch.Tensor:
+            stats = cat(state).double()
+            return torch.zeros(len(ids), stats.shape[1], dtype=torch.float64).index_add_(0, index.cpu(), stats.cpu())
+
+        inter, pred, true = by_volume(self.intersection), by_volume(self.predicted), by_volume(self.actual)
+        if self.score == "overall_acc":
+            scores = inter.sum(1) / true.sum(1).clamp(min=1)
+        else:
+            if not self.include_background:
+                inter, pred, true = inter[:, 1:], pred[:, 1:], true[:, 1:]
+            if self.score == "dice":
+                denom, num, present = pred + true, 2 * inter, (pred + true) > 0
+            elif self.score == "miou":
+                denom, num, present = pred + true - inter, inter, (pred + true) > 0
+            else:  # mean_acc: recall of the classes the volume holds
+                denom, num, present = true, inter, true > 0
+            per_class = torch.where(present, num / denom.clamp(min=1), torch.zeros_like(num))
+            count = present.sum(1)
+            scores = torch.where(count > 0, per_class.sum(1) / count.clamp(min=1), torch.ones_like(count, dtype=num.dtype))
+        return {int(v): float(s) for v, s in zip(ids.tolist(), scores.tolist())}
+
+    def compute(self) -> torch.Tensor:
+        scores = list(self.per_volume().values())
+        return torch.tensor(float(np.mean(scores)) if scores else 0.0)
+
+
+class MedicalSegmentationAdapter(SegmentationAdapter):
+    """The same decoder on 2-D slices of 3-D volumes, trained per slice and scored per volume: ``dice``,
+    ``miou``, ``mean_acc`` (foreground classes unless ``include_background``) and ``overall_acc``, each averaged
+    over volumes. Loss Dice + CE (weights in the config). Best checkpoint by val ``dice``."""
+
+    monitor = "dice"
+
+    def __init__(self, level_dims: list[int], num_classes: int, spec=None, grid_size: int = 16,
+                 hidden_dim: int = 128, depth: int = 2, num_heads: int = 4, mlp_ratio: float = 2.0,
+                 dropout: float = 0.0, ce_weight: float = 1.0, focal_weight: float = 0.0, dice_weight: float = 1.0,
+                 focal_gamma: float = 2.0, ignore_index: int | None = None, include_background: bool = False) -> None:
+        super().__init__(level_dims, num_classes, spec, grid_size, hidden_dim, depth, num_heads, mlp_ratio, dropout,
+                         ce_weight, focal_weight, dice_weight, focal_gamma, ignore_index)
+        self.include_background = include_background
+        self.volume_column = spec.column("volume") if spec is not None else "volume"
+
+    def target(self, batch) -> dict[str, torch.Tensor]:
+        return {"mask": batch["mask"], "volume": batch["volume"]}
+
+    def make_metrics(self) -> MetricCollection:
+        return MetricCollection({
+            score: VolumeSegmentationMetric(self.num_classes, score, self.include_background, self.ignore_index)
+            for score in ("dice", "miou", "mean_acc", "overall_acc")
+        }, compute_groups=False)
+
+    def example_targets(self, row) -> dict[str, torch.Tensor]:
+        out = super().example_targets(row)
+        out["volume"] = torch.as_tensor(int(row[self.volume_column]), dtype=torch.long)
+        return out
+
+    def target_columns(self, spec) -> list[str]:
+        return [*super().target_columns(spec), spec.column("volume")]
+
+    def check_split(self, spec, name: str, split) -> None:
+        """Mask labels as for 2-D segmentation; every slice has a volume id (an integer >= 0), and the slices of
+        one volume share one mask shape."""
+        super().check_split(spec, name, split)
+        column = spec.column("volume")
+        volumes = split[column]  # plain Python values (None where missing)
+        shapes: dict[int, tuple[tuple[int, ...], int]] = {}
+        for index, volume in enumerate(volumes):
+            if not isinstance(volume, (int, np.integer)) or isinstance(volume, bool) or volume < 0:
+                raise ValueError(f"dataset {spec.name!r}: split {name!r} example {index}: slice has no valid volume id "
+                                 f"({column!r} = {volume!r}; expected an integer >= 0)")
+        mask_column = spec.column("mask")
+        for start, masks in _chunks(split, mask_column):
+            for offset, mask in enumerate(masks):
+                index = start + offset
+                vid, shape = int(volumes[index]), tuple(np.shape(mask))
+                first = shapes.setdefault(vid, (shape, index))
+                if first[0] != shape:
+                    raise ValueError(f"dataset {spec.name!r}: split {name!r} example {index}: slice of volume {vid} "
+                                     f"has a {shape} mask, but the volume's slice at example {first[1]} is "
+                                     f"{first[0]}; the slices of a volume must share one shape")
