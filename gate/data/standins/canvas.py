@@ -83,13 +83,18 @@ def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | 
     data = build()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    quiet = not datasets.utils.are_progress_bars_disabled()
     try:
+        if quiet:  # no "Saving the dataset" bars in the middle of a run; restored below
+            datasets.utils.disable_progress_bars()
         data.save_to_disk(str(tmp))
         try:
             tmp.rename(target)
         except OSError:  # a twin process finished first: use its copy
             shutil.rmtree(tmp, ignore_errors=True)
     finally:
+        if quiet:
+            datasets.utils.enable_progress_bars()
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return datasets.load_from_disk(str(target))
