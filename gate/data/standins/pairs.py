@@ -23,12 +23,11 @@ Fashion-MNIST's train images for ``train`` and from the two halves of its test i
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
-from .canvas import ITEM, cached, class_name, fashion_items, place
+from .canvas import cached, class_name, fashion_items, place
 
 SPLITS = ("train", "val", "test")
 GRID = (2, 2)
@@ -40,29 +39,11 @@ def article(noun: str) -> str:
     return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
-@functools.lru_cache(maxsize=2)
-def items(split: str) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.canvas.fashion_items`, read straight from the Arrow buffers when the source holds the images as
-    fixed-size lists (the Debian IDX files): the ``numpy`` formatting it goes through converts row by row
-    (about a minute per 10k images on a loaded 2-core machine); a hub copy goes through it as before."""
-    import pyarrow as pa
-
-    from ..sources import fashion_mnist
-
-    raw = fashion_mnist()[split]
-    column = raw.data.column("image").combine_chunks()
-    if not (pa.types.is_fixed_size_list(column.type) and pa.types.is_fixed_size_list(column.type.value_type)):
-        return fashion_items(split)
-    images = column.flatten().flatten().to_numpy(zero_copy_only=False).astype(np.uint8, copy=False)
-    labels = raw.data.column("label").to_numpy().astype(np.int64)
-    return images.reshape(len(raw), ITEM, ITEM), labels
-
-
 class ItemPool:
     """The real Fashion-MNIST item images one split draws from, indexed by class."""
 
     def __init__(self, split: str) -> None:
-        images, labels = items("train" if split == "train" else "test")
+        images, labels = fashion_items("train" if split == "train" else "test")
         if split != "train":  # val and test take disjoint halves of Fashion-MNIST's test images
             half = len(images) // 2
             part = slice(0, half) if split == "val" else slice(half, None)
