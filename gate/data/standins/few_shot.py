@@ -19,26 +19,15 @@ defaults). Built once under ``<cache_dir>/standins/`` (:func:`.canvas.cached`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
-from ..sources import FASHION_MNIST_CLASSES, FASHION_MNIST_DIR, _find_idx, _image_dataset, read_idx
+from ..sources import FASHION_MNIST_CLASSES, FASHION_MNIST_DIR, _image_dataset
 from .canvas import cached, fashion_items
 
 TRAIN_CLASSES = (0, 2, 4, 6, 8)
 
 
-def _items(split: str, data_dir: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Fashion-MNIST ``split`` as arrays, straight from the IDX files when they are there (milliseconds; going
-    through the HF Dataset's numpy formatter takes minutes on a loaded CPU), else via :func:`.canvas.fashion_items`."""
-    stem = "train" if split == "train" else "t10k"
-    if data_dir and Path(data_dir).is_dir():
-        images = _find_idx(Path(data_dir), f"{stem}-images-idx3-ubyte")
-        labels = _find_idx(Path(data_dir), f"{stem}-labels-idx1-ubyte")
-        if images is not None and labels is not None:
-            return read_idx(images), read_idx(labels).astype(np.int64)
-    return fashion_items(split, data_dir)
 
 
 def _take(rng: np.random.Generator, images: np.ndarray, labels: np.ndarray, classes: Sequence[int],
@@ -74,8 +63,8 @@ def fmnist_fewshot(cache_dir: str | None = None, seed: int = 0, train_classes: S
         import datasets
 
         rng = np.random.default_rng(seed)
-        train_images, train_labels = _items("train", data_dir)
-        test_images, test_labels = _items("test", data_dir)
+        train_images, train_labels = fashion_items("train", data_dir)
+        test_images, test_labels = fashion_items("test", data_dir)
         splits = {
             "train": _take(rng, train_images, train_labels, train_classes, train_per_class, "Fashion-MNIST train"),
             "val": _take(rng, train_images, train_labels, held_out, val_per_class, "Fashion-MNIST train"),

@@ -17,24 +17,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..sources import FASHION_MNIST_DIR, fashion_mnist
-from .canvas import ITEM, cached, class_name, fashion_items, place
+from ..sources import FASHION_MNIST_DIR
+from .canvas import cached, class_name, fashion_items, place
 
 NUM_CLASSES = 10
 GRID = (2, 2)
 
 
-def _items(split: str, data_dir: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """Fashion-MNIST ``split`` as (N, 28, 28) uint8 + labels straight from the Arrow buffers (canvas.fashion_items
-    converts through a lazy datasets Column row by row, minutes for 60k images); falls back to it when the
-    images are not stored as nested uint8 lists (the hub's PIL images)."""
-    raw = fashion_mnist(data_dir=data_dir)[split]
-    try:
-        images = raw.data.column("image").combine_chunks().flatten().flatten().to_numpy(zero_copy_only=False)
-        labels = raw.data.column("label").to_numpy()
-        return images.reshape(-1, ITEM, ITEM).astype(np.uint8), labels.astype(np.int64)
-    except (AttributeError, TypeError, ValueError, KeyError):
-        return fashion_items(split, data_dir)
 
 
 def _canvases(rng: np.random.Generator, images: np.ndarray, labels: np.ndarray, count: int, min_items: int,
@@ -86,8 +75,8 @@ def fmnist_multilabel(cache_dir: str | None = None, seed: int = 0, train_size: i
     def build():
         import datasets
 
-        train_images, train_labels = _items("train", data_dir)
-        test_images, test_labels = _items("test", data_dir)
+        train_images, train_labels = fashion_items("train", data_dir)
+        test_images, test_labels = fashion_items("test", data_dir)
         # val and test draw from disjoint halves of the real test images
         order = np.random.default_rng(seed).permutation(len(test_labels))
         halves = {"val": order[: len(order) // 2], "test": order[len(order) // 2:]}

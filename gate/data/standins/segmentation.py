@@ -22,11 +22,9 @@ defaults are small enough for the CPU demo.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from ..sources import FASHION_MNIST_DIR, fashion_mnist
+from ..sources import FASHION_MNIST_DIR
 from .canvas import ITEM, cached, class_name, fashion_items, place
 
 IGNORE = 255  # fmnist_seg's ignore_index: faint item pixels
@@ -59,29 +57,10 @@ def _dataset(columns: dict[str, np.ndarray]):
     return datasets.Dataset(pa.table(arrays), info=datasets.DatasetInfo(features=datasets.Features(features)))
 
 
-@functools.lru_cache(maxsize=4)  # one read per process for every split and size built from it (read-only arrays)
-def _items(split: str, data_dir: str | None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`.canvas.fashion_items`, read straight from the Arrow buffers when the split holds fixed-size uint8
-    grids (the IDX source): ``datasets``' numpy formatter converts nested lists row by row (about a minute
-    for the 60k train images on a loaded 2-core machine; this takes milliseconds)."""
-    import pyarrow as pa
-
-    raw = fashion_mnist(data_dir=data_dir)[split]
-    column = raw.data.column("image").combine_chunks()
-    if pa.types.is_fixed_size_list(column.type) and pa.types.is_fixed_size_list(column.type.value_type) \
-            and column.null_count == 0:
-        images = column.values.values.to_numpy().reshape(len(raw), ITEM, ITEM).astype(np.uint8, copy=False)
-        labels = raw.data.column("label").to_numpy().astype(np.int64)
-    else:
-        images, labels = fashion_items(split, data_dir)
-    images.flags.writeable = labels.flags.writeable = False
-    return images, labels
-
-
 def _pools(seed: int, data_dir: str | None):
     """Item pools per split: train from Fashion-MNIST train, val/test from disjoint halves of its test split."""
-    train_items, train_labels = _items("train", data_dir)
-    test_items, test_labels = _items("test", data_dir)
+    train_items, train_labels = fashion_items("train", data_dir)
+    test_items, test_labels = fashion_items("test", data_dir)
     order = np.random.default_rng([seed, 99]).permutation(len(test_items))
     half = len(order) // 2
     return {"train": (train_items, train_labels),
