@@ -162,7 +162,11 @@ class ZeroShotContrastive(Adapter):
         return self.logit_scale.clamp(max=math.log(MAX_LOGIT_SCALE)).exp()
 
     def embed_text(self, batch: Mapping[str, Any]) -> torch.Tensor:
-        text = {"input_ids": batch["caption_input_ids"], "attention_mask": batch["caption_attention_mask"]}
+        mask = batch["caption_attention_mask"]
+        # Captions are padded to the tower's max_length: drop the columns every caption of the batch pads
+        # (padding is masked out of attention and pooling, so the features are the same, at less cost).
+        length = max(int(mask.sum(dim=1).max()), 1)
+        text = {"input_ids": batch["caption_input_ids"][:, :length], "attention_mask": mask[:, :length]}
         if self.freeze_text_tower:
             # A frozen body runs without dropout. Set here rather than in train(): Lightning warns about
             # submodules left in eval mode when fitting starts.
