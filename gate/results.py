@@ -37,8 +37,9 @@ _RUN_ONLY_COMMON = ("paths", "logger", "force", "hydra", "launcher", "progress_b
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
     "finetune": _RUN_ONLY_COMMON,
     # gate-score: which scores to compute is not part of the experiment (each score is its own record);
-    # nor are the device, batch size and cache, which change speed, not features.
-    "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size"),
+    # nor are the device, batch size and cache, which change speed, not features; adapter and recipe are only
+    # composed so that encoder and dataset configs compose as in gate-run.
+    "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size", "adapter", "recipe"),
 }
 # Keys that vary between the runs that analysis compares or averages: the seed (replicas) and the entrant
 # (the encoder and the recipe that follows its architecture family). What is left is the protocol.
