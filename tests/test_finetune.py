@@ -66,7 +66,8 @@ def test_ensemble_metrics_average_logits():
     target = torch.tensor([0, 1, 2, 2])
     a = torch.tensor([[2.0, 0, 0], [0, 2, 0], [2, 0, 0], [0, 0, 2]])  # 3/4 right
     b = torch.tensor([[2.0, 0, 0], [0, 2, 0], [0, 0, 3], [0, 0, 2]])  # 4/4 right
-    out = ensemble_metrics(Holder(), [a, b], target, sizes=(1, 2, 5))
+    # Predictions per checkpoint per test batch (two batches of two), combined batch by batch.
+    out = ensemble_metrics(Holder(), [[a[:2], a[2:]], [b[:2], b[2:]]], [target[:2], target[2:]], sizes=(1, 2, 5))
     assert out["ensemble_1/acc@1"] == 0.75 and out["ensemble_2/acc@1"] == 1.0
     assert "ensemble_5/acc@1" not in out
 
