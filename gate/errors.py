@@ -14,3 +14,8 @@ class GateError(Exception):
 
 class ConfigError(GateError, ValueError):
     """A composed config that cannot mean what it says (wrong type, out of range, inconsistent)."""
+
+
+class DatasetUnavailable(GateError, FileNotFoundError):
+    """A dataset whose files are not on disk here (and cannot be fetched now): the message says what to download,
+    from where, and where to put it (``dataset.data_dir``)."""
