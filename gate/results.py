@@ -29,7 +29,7 @@ KINDS = ("finetune", "score")
 # Keys of a resolved config that change where or how a run is logged or computed, but not the numbers it
 # records: they are left out of the experiment id, so moving the output directory, switching the logger or
 # asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
-_RUN_ONLY_COMMON = ("paths", "logger", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
+_RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
                     "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
                     "trainer.enable_model_summary", "trainer.log_every_n_steps",
                     # where a dataset's (generated or downloaded) files are kept, not what they hold

@@ -246,6 +246,11 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     if isinstance(adapter_classes, int) and isinstance(dataset_classes, int) and adapter_classes != dataset_classes:
         c.bad("adapter.num_classes", adapter_classes, f"must equal dataset.num_classes={dataset_classes}")
     c.choice("logger.mode", ("offline", "online", "disabled"))
+    for key in ("grad_norms.every_n_steps", "grad_norms.depth_groups", "hardware.every_n_steps",
+                "visuals.every_n_validations", "visuals.max_examples"):  # the logging callbacks (docs/logging.md)
+        c.integer(f"callbacks.{key}", 1, required=False)
+    for key in ("grad_norms.enabled", "hardware.enabled", "visuals.enabled", "count_flops"):
+        c.boolean(f"callbacks.{key}")
     _check_dataset(c)
     _check_modality(c)
     _check_image_size(c)

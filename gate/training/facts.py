@@ -1,14 +1,29 @@
-"""How a run went, measured while it runs: the facts every record carries next to its value."""
+"""How a run went, measured while it runs: the facts every record carries next to its value.
+
+One place computes each fact (docs/results.md lists them):
+
+* :class:`RunFacts` (always on): training step time and throughput, the fraction of the training time spent
+  waiting for data, CPU time, peak memory, GPU-hours, the step a resumed run started at, and the model's
+  metadata (parameters, trainable parameters, forward GFLOPs per example at the run's input size);
+* :class:`gate.training.hardware.HardwareMonitor` (a RunFacts that also logs ``hw/*`` metrics while training)
+  adds the energy measured through NVML (``energy_kwh``; null when nothing measured it).
+"""
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import time
+import warnings
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import lightning as L
 import torch
+from torch import nn
+
+from ..encoders.base import INPUT_KEYS
 
 
 def peak_host_memory_mb() -> float:
@@ -17,20 +32,70 @@ def peak_host_memory_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
 
 
-class RunFacts(L.Callback):
-    """Times the training steps (not validation) and counts samples; notes the step a resumed run started at."""
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and of its finished child processes (e.g. DataLoader workers
+    once their loader shut down) so far."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
-    def __init__(self) -> None:
+
+def count_parameters(module: nn.Module) -> tuple[int, int]:
+    """(all parameters, trainable parameters) of ``module``; a parameter shared by two layers counts once."""
+    params = list(module.parameters())  # nn.Module.parameters() yields each shared tensor once
+    return sum(p.numel() for p in params), sum(p.numel() for p in params if p.requires_grad)
+
+
+def forward_flops(forward: Callable[[], Any]) -> int:
+    """FLOPs of one call of ``forward`` as counted by ``torch.utils.flop_counter`` (a multiply-add counts 2;
+    matmuls, convolutions and attention are counted, elementwise operations are not), without gradients."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with torch.no_grad(), counter:
+        forward()
+    return int(counter.get_total_flops())
+
+
+def batch_inputs(batch: Mapping[str, Any], fallback: int) -> int:
+    """How many inputs (images, clips, texts) a batch feeds the encoder: the length of its input tensor."""
+    for keys in INPUT_KEYS.values():
+        value = batch.get(keys[0]) if isinstance(batch, Mapping) else None
+        if isinstance(value, torch.Tensor) and value.ndim > 0:
+            return int(value.shape[0])
+    return fallback
+
+
+class RunFacts(L.Callback):
+    """Times the training steps (not validation) and the waits for data between them, counts samples and CPU
+    time, notes the step a resumed run started at, and measures the model once (parameters, FLOPs).
+
+    count_flops: count the forward FLOPs on the first training batch (one extra forward without gradients,
+        in eval mode, so no dropout or batch-norm statistic and no random number is touched).
+    """
+
+    def __init__(self, count_flops: bool = True) -> None:
+        self.count_flops = bool(count_flops)
         self.start_step: int | None = None
         self.samples = 0
         self.step_seconds = 0.0
+        self.wait_seconds = 0.0
+        self.params: int | None = None
+        self.trainable_params: int | None = None
+        self.gflops: float | None = None
         self._t0 = 0.0
+        self._last_end: float | None = None
+        self._flops_done = False
+        self._cpu0 = cpu_seconds()  # the run starts when its facts object is made (before the model is built)
 
+    # ------------------------------------------------------------------------------------------ hooks
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
         # Called when a run resumes (also when the checkpoint is already at max_steps and no step follows);
         # later calls load checkpoints for testing and must not count.
         if self.start_step is None:
             self.start_step = int(checkpoint.get("global_step", 0))
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        self.params, self.trainable_params = count_parameters(pl_module)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.start_step is None:
@@ -39,20 +104,65 @@ class RunFacts(L.Callback):
             torch.cuda.reset_peak_memory_stats()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
-        self._t0 = time.perf_counter()
+        if self.count_flops and not self._flops_done:
+            self._flops_done = True
+            self.gflops = model_gflops(pl_module, batch)
+        now = time.perf_counter()
+        if self._last_end is not None:  # fetching (and moving) this batch since the last step ended
+            self.wait_seconds += now - self._last_end
+        self._t0 = now
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self.step_seconds += time.perf_counter() - self._t0
+        self._last_end = time.perf_counter()
+        self.step_seconds += self._last_end - self._t0
         self.samples += int(pl_module.adapter.batch_size(batch))
 
-    def facts(self, resumed: bool) -> dict[str, Any]:
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._last_end = None  # validation and checkpointing between two steps are no wait for data
+
+    # ------------------------------------------------------------------------------------------ facts
+    @property
+    def data_wait_fraction(self) -> float | None:
+        total = self.wait_seconds + self.step_seconds
+        return self.wait_seconds / total if total > 0 else None
+
+    def facts(self, resumed: bool, wall_seconds: float | None = None, gpus: int = 0) -> dict[str, Any]:
+        """The facts of the run so far. ``wall_seconds``: the run's wall time (gives ``gpu_hours`` with ``gpus``,
+        the number of GPUs the run used; 0 on the CPU)."""
+        wait = self.data_wait_fraction
         out: dict[str, Any] = {
             "resumed_from_step": self.start_step if resumed else None,
             "train_samples": self.samples,
             "train_step_seconds": round(self.step_seconds, 3),
             "train_samples_per_second": round(self.samples / self.step_seconds, 2) if self.step_seconds else None,
+            "data_wait_fraction": round(wait, 4) if wait is not None else None,
+            "cpu_seconds": round(cpu_seconds() - self._cpu0, 2),
+            "gpu_hours": round(wall_seconds / 3600 * gpus, 6) if wall_seconds is not None else None,
+            "energy_kwh": None,  # measured by the hardware monitor (NVML) where a GPU is used
             "peak_host_memory_mb": round(peak_host_memory_mb(), 1),
+            "params": self.params,
+            "trainable_params": self.trainable_params,
+            "gflops": float(f"{self.gflops:.4g}") if self.gflops is not None else None,
         }
         if torch.cuda.is_available():
             out["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         return out
+
+
+def model_gflops(model: nn.Module, batch: Mapping[str, Any]) -> float | None:
+    """Forward GFLOPs per input example of ``model`` (a GATEModel) on ``batch``, in eval mode without
+    gradients; the modules' train/eval modes are restored. None (with a warning) when the forward cannot be
+    counted."""
+    modes = {m: m.training for m in model.modules()}
+    try:
+        model.eval()
+        flops = forward_flops(lambda: model(batch))
+    except (RuntimeError, TypeError, ValueError) as err:  # a model FlopCounterMode cannot trace: no number rather than a wrong one
+        warnings.warn(f"gflops not measured: counting the forward FLOPs failed ({type(err).__name__}: {err})",
+                      stacklevel=2)
+        return None
+    finally:
+        for module, training in modes.items():
+            module.training = training
+    inputs = batch_inputs(batch, fallback=int(model.adapter.batch_size(batch)))
+    return flops / 1e9 / max(inputs, 1)

@@ -24,9 +24,8 @@ from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_d
 from ..validate import validate_run_config
 from .checkpoints import prune, resume_point
 from .ensemble import ranked_checkpoints, test_ensembles
-from .facts import RunFacts
 from .loggers import logger_run_dir
-from .trainer import build_trainer, checkpoint_callback
+from .trainer import build_trainer, checkpoint_callback, logging_callbacks
 
 
 @dataclasses.dataclass
@@ -58,6 +57,7 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
 
 def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool) -> FinetuneResult:
     started = time.perf_counter()
+    facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
     ckpt_dir = run_dir / "checkpoints"
     if force and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
@@ -80,8 +80,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     ensemble_sizes = tuple(config.get("ensembles", (1, 3, 5)))
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
-    facts = RunFacts()
-    trainer = build_trainer(config["trainer"], [checkpoints, facts], logger, run_dir)
+    trainer = build_trainer(config["trainer"], [checkpoints, facts, *logging], logger, run_dir)
 
     if resume is not None:
         print(f"[gate] resuming experiment {exp} from {resume}")
@@ -97,8 +96,11 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     if logger is not None:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
-    run_facts = {**facts.facts(resumed=resume is not None), "wall_seconds": round(time.perf_counter() - started, 2),
-                 "global_step": int(trainer.global_step), "device": str(model.device),
+    wall = round(time.perf_counter() - started, 2)
+    device = trainer.strategy.root_device  # not model.device: Lightning moves the model to the CPU after fit/test
+    gpus = int(trainer.num_devices) if device.type == "cuda" else 0
+    run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus), "wall_seconds": wall,
+                 "global_step": int(trainer.global_step), "device": str(device),
                  "precision": str(trainer.precision)}
     store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
     prune(ckpt_dir, ranked, str(config.get("keep_checkpoints", "best")))

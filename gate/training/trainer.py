@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 import lightning as L
@@ -25,6 +26,34 @@ def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top
     one (to resume an interrupted run)."""
     return ModelCheckpoint(dirpath=str(dirpath), monitor=f"val/{monitor}", mode=mode, save_top_k=top_k,
                            save_last=True, filename="step={step}", auto_insert_metric_name=False)
+
+
+def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callback]]:
+    """The run's facts callback and its logging callbacks from the ``callbacks`` config group
+    (conf/callbacks/default.yaml; docs/logging.md). The facts callback is always there (every record carries
+    its facts); with ``hardware.enabled`` it is the :class:`~gate.training.hardware.HardwareMonitor`, which also
+    logs ``hw/*`` metrics and meters GPU energy."""
+    from .facts import RunFacts
+    from .gradnorms import GradNormLogger
+    from .hardware import HardwareMonitor
+    from .visuals import VisualLogger
+
+    cfg = dict(cfg or {})
+    count_flops = bool(cfg.get("count_flops", True))
+
+    def section(name: str) -> dict[str, Any] | None:
+        options = dict(cfg.get(name) or {})
+        return options if options.pop("enabled", False) else None
+
+    hardware = section("hardware")
+    facts = HardwareMonitor(count_flops=count_flops, **hardware) if hardware is not None \
+        else RunFacts(count_flops=count_flops)
+    extra: list[L.Callback] = []
+    if (grad := section("grad_norms")) is not None:
+        extra.append(GradNormLogger(**grad))
+    if (visuals := section("visuals")) is not None:
+        extra.append(VisualLogger(**visuals))
+    return facts, extra
 
 
 def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
