@@ -11,15 +11,12 @@ only adds the periodic logging and the NVML energy meter.
 
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any
 
 import torch
 
 from .facts import RunFacts, cpu_seconds, peak_host_memory_mb
-
-log = logging.getLogger("lightning.pytorch.gate.hardware")  # printed with Lightning's own info lines
 
 
 class NvmlMeter:
@@ -130,7 +127,7 @@ class HardwareMonitor(RunFacts):
         if self.meter is None and not self.nvml_note:
             self.meter, self.nvml_note = NvmlMeter.open(pl_module.device)
             if self.meter is None:
-                log.info(f"[gate] hardware: {self.nvml_note}")
+                print(f"[gate] hardware: {self.nvml_note}")  # one info line, like gate's other run notes
         if self.meter is not None:
             self.meter.start()
 
