@@ -127,7 +127,7 @@ def test_callback_arguments_are_checked():
 class Encoder(nn.Module):
     def __init__(self, blocks: int = 8) -> None:
         super().__init__()
-        self.stem = nn.Conv2d(3, 4, 1)  # the blocks hold most parameters
+        self.stem = nn.Conv2d(3, 4, 3)
         self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(blocks))
         self.norm = nn.LayerNorm(4)
 
@@ -149,6 +149,17 @@ def test_depth_groups_bucket_the_block_stack():
     assert groups["encoder/top"] == list(model.encoder.norm.parameters())
     model.encoder.requires_grad_(False)  # a frozen encoder has no groups of its own
     assert list(depth_groups(model, 4)) == ["adapter"]
+
+
+def test_depth_groups_of_a_text_model_put_its_embeddings_in_the_stem():
+    from transformers import BertConfig, BertModel
+
+    bert = BertModel(BertConfig(vocab_size=5000, hidden_size=8, num_hidden_layers=4, num_attention_heads=2,
+                                intermediate_size=16))  # random init, nothing downloaded
+    groups = depth_groups(Model(bert), 4)  # the embedding table holds most elements, not most layers
+    assert groups["encoder/stem"] == list(bert.embeddings.parameters())
+    assert groups["encoder/depth4"] == list(bert.encoder.layer[3].parameters())
+    assert groups["encoder/top"] == list(bert.pooler.parameters())
 
 
 def test_depth_groups_without_a_block_stack_follow_parameter_order():

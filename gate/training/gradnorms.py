@@ -10,7 +10,7 @@ the depth of the network. The model's parameters are put into a few groups, inpu
 
 The main stack is the encoder's largest ``ModuleList``/``Sequential`` of blocks (EfficientNet's ``_blocks``,
 a ViT's ``blocks``, BERT's ``encoder.layer``). An encoder without one that holds at least half of its
-parameters is bucketed by parameter order instead (no stem/top groups). Each group's value is the L2 norm of
+parameter tensors is bucketed by parameter order instead (no stem/top groups). Each group's value is the L2 norm of
 all its parameters' gradients; ``grad_norm/total`` is that of the whole model. Gradients are read in
 ``on_before_optimizer_step``: after backward and, under mixed precision, after unscaling.
 """
@@ -25,12 +25,14 @@ from torch import nn
 
 
 def _main_stack(encoder: nn.Module) -> tuple[str, nn.Module] | None:
-    """The encoder's (name, module) list of blocks holding the most parameters, if it holds at least half."""
-    total = sum(p.numel() for p in encoder.parameters())
+    """The encoder's (name, module) list of blocks holding the most parameter tensors (layers), if it holds at
+    least half of them. Counted in tensors, not elements: a large embedding table is one layer, not most of a
+    text model."""
+    total = len(list(encoder.parameters()))
     best: tuple[int, str, nn.Module] | None = None
     for name, module in encoder.named_modules():
         if isinstance(module, (nn.ModuleList, nn.Sequential)) and len(module) >= 2:
-            size = sum(p.numel() for p in module.parameters())
+            size = len(list(module.parameters()))
             if best is None or size > best[0] or (size == best[0] and len(module) > len(best[2])):
                 best = (size, name, module)
     if best is None or total == 0 or best[0] * 2 < total:
