@@ -78,11 +78,16 @@ def source_fingerprint(raw: Mapping[str, datasets.Dataset], revision: str | None
 
 
 def recipe_of(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: str | None = None) -> dict[str, Any]:
-    """The split recipe (what the manifest's file name hashes): seed, fractions, stratify and group columns."""
+    """The split recipe (what the manifest's file name hashes): seed, fractions, stratify and group columns,
+    and the roles of source splits (``{validation: test}``)."""
     cfg = dict(split_cfg or {})
     recipe = {"seed": int(cfg.get("seed", 0)), "val_fraction": float(cfg.get("val_fraction", 0.1)),
               "test_fraction": float(cfg.get("test_fraction", 0.2)), "stratify": stratify,
-              "group": group if group is not None else cfg.get("group_column")}
+              "group": group if group is not None else cfg.get("group_column"),
+              "roles": dict(cfg.get("roles") or {})}
+    bad = {k: v for k, v in recipe["roles"].items() if v not in SPLITS}
+    if bad:
+        raise ConfigError(f"dataset.splits.roles maps source splits to {bad}; valid roles: {list(SPLITS)}")
     for key in ("val_fraction", "test_fraction"):
         if not 0.0 < recipe[key] < 1.0:
             raise ConfigError(f"dataset.splits.{key} must be in (0, 1), got {recipe[key]}")
@@ -93,10 +98,13 @@ def manifest_path(manifest_dir: str | os.PathLike, dataset: str, recipe: Mapping
     return Path(manifest_dir) / f"{dataset}-{_digest(dict(recipe))[:12]}.json"
 
 
-def _normalise(raw: Mapping[str, datasets.Dataset], dataset: str) -> dict[str, datasets.Dataset]:
+def _normalise(raw: Mapping[str, datasets.Dataset], dataset: str,
+               roles: Mapping[str, str] | None = None) -> dict[str, datasets.Dataset]:
+    """The source splits under our names: ``roles`` first (e.g. ``{validation: test}`` where the official
+    validation set serves as the test set), then the usual aliases (validation -> val)."""
     out: dict[str, datasets.Dataset] = {}
     for name, ds in raw.items():
-        ours = SPLIT_ALIASES.get(name, name)
+        ours = (roles or {}).get(name) or SPLIT_ALIASES.get(name, name)
         if ours in out:
             raise ManifestError(f"dataset {dataset!r}: the source has two splits that both mean {ours!r}: {sorted(raw)}")
         out[ours] = ds
@@ -148,7 +156,7 @@ def compute_manifest(raw: Mapping[str, datasets.Dataset], dataset: str, recipe: 
                      source: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest of ``raw`` (the source's splits) under ``recipe``: splits the source has are kept whole; a
     missing test split is carved from train, then a missing val split from what remains of train."""
-    splits = _normalise(raw, dataset)
+    splits = _normalise(raw, dataset, recipe.get("roles"))
     index = {name: np.arange(len(ds)) for name, ds in splits.items() if name in SPLITS}
     origin = {name: name for name in index}
     seed = int(recipe["seed"])
@@ -160,7 +168,7 @@ def compute_manifest(raw: Mapping[str, datasets.Dataset], dataset: str, recipe: 
         index["train"], index["val"] = _carve(splits["train"], index["train"], recipe["val_fraction"], seed + 1,
                                               recipe.get("stratify"), recipe.get("group"))
         origin["val"] = "train"
-    ours = {SPLIT_ALIASES.get(n, n): n for n in raw}
+    ours = {((recipe.get("roles") or {}).get(n) or SPLIT_ALIASES.get(n, n)): n for n in raw}
     manifest = {"version": MANIFEST_VERSION, "dataset": dataset,
                 **{name: index[name].tolist() for name in SPLITS},
                 "from": {name: ours[origin[name]] for name in SPLITS},

@@ -43,7 +43,7 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
                 name: str = "dataset", label_column: str | None = None, split_seed: int = 0,
                 manifest_dir: str | Path | None = None, revision: str | None = None,
                 hash_columns: list[str] | None = None, group_column: str | None = None,
-                force: bool = False) -> datasets.DatasetDict:
+                roles: Mapping[str, str] | None = None, force: bool = False) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
@@ -53,7 +53,8 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
     ``num_classes`` (single-label tasks) must equal the classes present in the whole training split.
     ``max_samples`` caps splits after the manifest (:func:`cap_splits`).
     """
-    recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction},
+    recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction,
+                        "roles": roles},
                        stratify=label_column, group=group_column)
     columns = [c for c in (label_column, group_column, *(hash_columns or [])) if c]
     source = source_fingerprint(raw, revision=revision, columns=columns)
@@ -74,4 +75,5 @@ def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:
     source = dict(dataset_cfg.get("source") or {})
     return {"val_fraction": split_cfg.get("val_fraction", 0.1), "test_fraction": split_cfg.get("test_fraction", 0.2),
             "split_seed": int(split_cfg.get("seed", 0)), "group_column": split_cfg.get("group_column"),
+            "roles": split_cfg.get("roles"),
             "revision": source.get("revision")}
