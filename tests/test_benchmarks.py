@@ -9,10 +9,11 @@ import json
 
 import numpy as np
 import pytest
-
 from benchmark_fixtures import all_fixtures
+
 from gate.build import build_spec, build_splits, manifest_dir_of
 from gate.data.manifest import SPLITS
+
 from helpers import compose_run
 
 FIXTURES = all_fixtures()
@@ -49,9 +50,7 @@ def test_every_gate_paper_benchmark_of_this_branch_has_a_fixture():
 
 
 @pytest.mark.parametrize("key", sorted(FIXTURES))
-def test_benchmark_loads_splits_and_trains_from_a_local_copy(key, tmp_path):
-    from gate.training.finetune import run_finetune
-
+def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, tmp_path):
     copy = tmp_path / "copy"
     extra = FIXTURES[key](copy)
     cfg = compose_run(tmp_path / "out", overrides(key, copy, extra))
@@ -76,6 +75,15 @@ def test_benchmark_loads_splits_and_trains_from_a_local_copy(key, tmp_path):
     assert json.loads(next((tmp_path / "elsewhere").glob("*.json")).read_text()) == manifest
     assert {n: len(s) for n, s in fresh.items()} == {n: len(s) for n, s in splits.items()}
 
+
+@pytest.mark.slow
+@pytest.mark.parametrize("key", sorted(FIXTURES))
+def test_benchmark_trains_two_steps_with_its_default_adapter(key, tmp_path):
+    from gate.training.finetune import run_finetune
+
+    copy = tmp_path / "copy"
+    cfg = compose_run(tmp_path / "out", overrides(key, copy, FIXTURES[key](copy)))
+    spec = build_spec(cfg.dataset)
     result = run_finetune(cfg)
     assert not result.skipped
     assert f"{spec.tier_metric}" in result.metrics or any(k.startswith(spec.tier_metric) for k in result.metrics)

@@ -51,8 +51,9 @@ def source_label(source: Mapping[str, Any]) -> str:
     """A short name of a source: ``repo@revision`` for the hub, the URL or Kaggle slug otherwise."""
     kind = source.get("kind", "hf")
     if kind == "hf":
-        rev = source.get("revision") or "main"
-        return f"{source.get('repo_id')}@{rev[:12]}"
+        rev = str(source.get("revision") or "main")
+        short = rev[:12] if len(rev) == 40 and all(c in "0123456789abcdef" for c in rev) else rev
+        return f"{source.get('repo_id')}@{short}"
     if kind == "kaggle":
         return f"kaggle:{source.get('slug')}"
     return str(source.get("homepage") or (source.get("urls") or [{}])[0].get("url", "?"))
