@@ -9,8 +9,8 @@ import threading
 import datasets
 import numpy as np
 import pytest
-
 from benchmark_fixtures import all_fixtures
+
 from gate.cli import data as gate_data
 from gate.data import hub
 from gate.data.manifest import ManifestError, load_or_create, recipe_of, source_fingerprint

@@ -42,6 +42,7 @@ def imagenet1k(root: Path) -> dict:
 
 
 def places365(root: Path) -> dict:
+    root.mkdir(parents=True, exist_ok=True)
     classes = ["/a/airfield", "/a/alley", "/b/bakery/shop", "/c/canyon"]
     (root / "categories_places365.txt").write_text("".join(f"{c} {i}\n" for i, c in enumerate(classes)))
     train, val = [], []
