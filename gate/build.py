@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .adapters.base import Adapter
 from .data.datamodule import GATEDataModule
 from .data.spec import DatasetSpec
-from .data.splits import make_splits
+from .data.splits import make_splits, split_options
 from .encoders.base import GATEEncoder
 
 META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
@@ -71,16 +71,25 @@ def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
                        options=cfg.get("options") or {})
 
 
-def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None):
+def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None,
+                 manifest_dir: str | Path | None = None, force: bool = False):
+    """The train/val/test splits of a dataset config: its builder's source splits through the split manifest
+    (computed once from ``dataset.splits.seed`` and kept in ``manifest_dir``; in memory when None), then the
+    caps of ``max_samples`` (the train cap seeded by the run ``seed``)."""
     cfg = to_plain(dataset_cfg)
     spec = build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
-    split_cfg = cfg.get("splits", {}) or {}
     single_label = spec.task in ("classification", "temporal_classification")
-    return make_splits(raw, seed=seed, val_fraction=split_cfg.get("val_fraction", 0.1),
-                       test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}),
+    return make_splits(raw, seed=seed, max_samples=dict(max_samples or {}),
                        num_classes=spec.num_classes if single_label else None, name=spec.name,
-                       label_column=spec.label_column)
+                       label_column=spec.label_column, manifest_dir=manifest_dir, hash_columns=list(spec.targets),
+                       force=force, **split_options(cfg))
+
+
+def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:
+    """Where a composed run's split manifests live: ``${paths.data}/manifests`` (None without ``paths.data``)."""
+    paths = to_plain(cfg.get("paths")) or {}
+    return Path(paths["data"]).expanduser() / "manifests" if paths.get("data") else None
 
 
 def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter) -> GATEDataModule:
@@ -90,7 +99,8 @@ def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adap
     data = to_plain(cfg.get("data", {})) or {}
     caps = {"train": data.get("max_train_samples"), "val": data.get("max_val_samples"),
             "test": data.get("max_test_samples")}
-    splits = build_splits(cfg["dataset"], seed=int(cfg.get("seed", 0)), max_samples=caps)
+    splits = build_splits(cfg["dataset"], seed=int(cfg.get("seed", 0)), max_samples=caps,
+                          manifest_dir=manifest_dir_of(cfg))
     return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data.get("batch_size", 64)),
                           eval_batch_size=data.get("eval_batch_size"), num_workers=int(data.get("num_workers", 0)),
                           seed=int(cfg.get("seed", 0)))

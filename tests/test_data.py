@@ -14,11 +14,12 @@ def test_digits_splits_are_deterministic_disjoint_and_complete(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits"])
     a = build_splits(cfg.dataset, seed=0)
     b = build_splits(cfg.dataset, seed=0)
-    c = build_splits(cfg.dataset, seed=1)
+    c = build_splits(cfg.dataset, seed=1)  # another run seed: the same split (dataset.splits.seed decides it)
+    d = build_splits(compose_run(tmp_path, ["dataset=digits", "+dataset.splits.seed=1"]).dataset, seed=0)
     assert sum(len(s) for s in a.values()) == 1797
     for name in ("train", "val", "test"):
-        assert a[name]["image"] == b[name]["image"]
-    assert a["test"]["image"] != c["test"]["image"]
+        assert a[name]["image"] == b[name]["image"] == c[name]["image"]
+    assert a["test"]["image"] != d["test"]["image"]
     key = lambda split: {np.asarray(img).tobytes() + bytes([lab]) for img, lab in zip(split["image"], split["label"])}
     assert not key(a["train"]) & key(a["test"]) - key(a["val"])  # (the digit set has a few exact duplicates)
     assert set(labels_of(a["val"], "label")) == set(range(10))  # stratified

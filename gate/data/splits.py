@@ -1,11 +1,23 @@
-"""Deterministic train/val/test splits from a seed, and optional subsampling."""
+"""Train/val/test splits of a dataset: the split manifest (computed once from ``dataset.splits.seed``), then
+optional caps on split sizes.
+
+Caps (``data.max_train_samples`` etc.) are applied after the manifest, as a seeded shuffle-and-take: the train
+cap with the run seed (a replica trains on its own subset, part of its training randomness), the val and test
+caps with the split seed (every run, seed and encoder is scored on the same examples: paired comparisons).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import datasets
 import numpy as np
 
-SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
+from .manifest import SPLIT_ALIASES, apply_manifest, load_or_create, recipe_of, source_fingerprint
+
+__all__ = ["SPLIT_ALIASES", "labels_of", "make_splits", "cap_splits"]
 
 
 def labels_of(ds: datasets.Dataset, column: str) -> np.ndarray:
@@ -13,52 +25,55 @@ def labels_of(ds: datasets.Dataset, column: str) -> np.ndarray:
     return np.asarray(ds.select_columns([column]).with_format("numpy")[:][column])
 
 
-def _carve(ds: datasets.Dataset, fraction: float, seed: int,
-           label_column: str | None) -> tuple[datasets.Dataset, datasets.Dataset]:
-    """Split ``ds`` into (rest, carved) with ``fraction`` carved out, seeded and stratified by ``label_column``
-    when there is one and every class has at least 2 members (scikit-learn on the indices)."""
-    from sklearn.model_selection import train_test_split
-
-    labels = labels_of(ds, label_column) if label_column else np.array([], dtype=np.int64)
-    counts = np.bincount(labels) if labels.size and labels.min() >= 0 else np.array([])
-    stratify = labels if counts.size and counts[counts > 0].min() >= 2 else None
-    index = np.arange(len(ds))
-    try:
-        rest, carved = train_test_split(index, test_size=fraction, random_state=seed, stratify=stratify)
-    except ValueError:  # too few samples per class for the requested fraction: a plain seeded split
-        rest, carved = train_test_split(index, test_size=fraction, random_state=seed)
-    return ds.select(np.sort(rest)), ds.select(np.sort(carved))
+def cap_splits(splits: Mapping[str, datasets.Dataset], max_samples: Mapping[str, int | None] | None,
+               run_seed: int, split_seed: int) -> dict[str, datasets.Dataset]:
+    out = dict(splits)
+    for name, cap in (max_samples or {}).items():
+        if cap is None or name not in out:
+            continue
+        if cap < 1:
+            raise ValueError(f"max_samples for split {name!r} must be >= 1, got {cap}")
+        if cap < len(out[name]):
+            out[name] = out[name].shuffle(seed=run_seed if name == "train" else split_seed).select(range(cap))
+    return out
 
 
 def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
                 max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
-                name: str = "dataset", label_column: str | None = None) -> datasets.DatasetDict:
+                name: str = "dataset", label_column: str | None = None, split_seed: int = 0,
+                manifest_dir: str | Path | None = None, revision: str | None = None,
+                hash_columns: list[str] | None = None, group_column: str | None = None,
+                roles: Mapping[str, str] | None = None, force: bool = False) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
-    then a missing val split from what remains (``val_fraction``), both seeded and stratified.
-    Computed splits are stratified by ``label_column`` (None: plain seeded splits). ``num_classes`` (for
-    single-label tasks) must equal the classes present in the whole training split.
-    ``max_samples`` caps a split by a seeded shuffle-and-take (recorded in the config, so the experiment
-    id tells capped runs apart from full ones).
+    then a missing val split from what remains (``val_fraction``), seeded by ``split_seed`` (not the run
+    ``seed``), stratified by ``label_column`` (or whole groups of ``group_column`` together). With a
+    ``manifest_dir`` the split is written there once and reused (see :mod:`gate.data.manifest`).
+    ``num_classes`` (single-label tasks) must equal the classes present in the whole training split.
+    ``max_samples`` caps splits after the manifest (:func:`cap_splits`).
     """
-    splits = {SPLIT_ALIASES.get(name, name): ds for name, ds in raw.items()}
-    if "train" not in splits:
-        raise ValueError(f"the dataset source gave splits {sorted(raw)} but no 'train' split")
-    if "test" not in splits:
-        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed, label_column)
-    if "val" not in splits:
-        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1, label_column)
+    recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction,
+                        "roles": roles},
+                       stratify=label_column, group=group_column)
+    columns = [c for c in (label_column, group_column, *(hash_columns or [])) if c]
+    source = source_fingerprint(raw, revision=revision, columns=columns)
+    manifest, _, _ = load_or_create(raw, name, recipe, source, manifest_dir, force=force)
+    splits = apply_manifest(raw, manifest)
     if num_classes is not None and label_column:  # on the whole training split, before any cap
         present = np.unique(labels_of(splits["train"], label_column))
         if present.size != num_classes:
             raise ValueError(f"dataset {name!r} declares num_classes={num_classes}, but its train split holds "
                              f"{present.size} classes; set dataset.num_classes={present.size}")
-    for name, cap in (max_samples or {}).items():
-        if cap is None or name not in splits:
-            continue
-        if cap < 1:
-            raise ValueError(f"max_samples for split {name!r} must be >= 1, got {cap}")
-        if cap < len(splits[name]):
-            splits[name] = splits[name].shuffle(seed=seed).select(range(cap))
-    return datasets.DatasetDict({name: splits[name] for name in ("train", "val", "test")})
+    capped = cap_splits(splits, max_samples, run_seed=seed, split_seed=split_seed)
+    return datasets.DatasetDict({n: capped[n] for n in ("train", "val", "test")})
+
+
+def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:
+    """The make_splits keyword arguments a dataset config's ``splits:`` block and ``source:`` block give."""
+    split_cfg = dict(dataset_cfg.get("splits") or {})
+    source = dict(dataset_cfg.get("source") or {})
+    return {"val_fraction": split_cfg.get("val_fraction", 0.1), "test_fraction": split_cfg.get("test_fraction", 0.2),
+            "split_seed": int(split_cfg.get("seed", 0)), "group_column": split_cfg.get("group_column"),
+            "roles": split_cfg.get("roles"),
+            "revision": source.get("revision")}
