@@ -80,7 +80,7 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     return make_splits(raw, seed=seed, val_fraction=split_cfg.get("val_fraction", 0.1),
                        test_fraction=split_cfg.get("test_fraction", 0.2), max_samples=dict(max_samples or {}),
                        num_classes=spec.num_classes if single_label else None, name=spec.name,
-                       label_column=spec.label_column)
+                       label_column=spec.label_column, group_column=split_cfg.get("group_column"))
 
 
 def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter) -> GATEDataModule:

@@ -13,11 +13,18 @@ def labels_of(ds: datasets.Dataset, column: str) -> np.ndarray:
     return np.asarray(ds.select_columns([column]).with_format("numpy")[:][column])
 
 
-def _carve(ds: datasets.Dataset, fraction: float, seed: int,
-           label_column: str | None) -> tuple[datasets.Dataset, datasets.Dataset]:
+def _carve(ds: datasets.Dataset, fraction: float, seed: int, label_column: str | None,
+           group_column: str | None = None) -> tuple[datasets.Dataset, datasets.Dataset]:
     """Split ``ds`` into (rest, carved) with ``fraction`` carved out, seeded and stratified by ``label_column``
-    when there is one and every class has at least 2 members (scikit-learn on the indices)."""
-    from sklearn.model_selection import train_test_split
+    when there is one and every class has at least 2 members (scikit-learn on the indices). With ``group_column``
+    (e.g. the volume id of 2-D slices) whole groups are carved, so no group straddles two splits."""
+    from sklearn.model_selection import GroupShuffleSplit, train_test_split
+
+    if group_column:
+        groups = labels_of(ds, group_column)
+        rest, carved = next(GroupShuffleSplit(n_splits=1, test_size=fraction, random_state=seed)
+                            .split(np.arange(len(ds)), groups=groups))
+        return ds.select(np.sort(rest)), ds.select(np.sort(carved))
 
     labels = labels_of(ds, label_column) if label_column else np.array([], dtype=np.int64)
     counts = np.bincount(labels) if labels.size and labels.min() >= 0 else np.array([])
@@ -32,7 +39,8 @@ def _carve(ds: datasets.Dataset, fraction: float, seed: int,
 
 def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
                 max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
-                name: str = "dataset", label_column: str | None = None) -> datasets.DatasetDict:
+                name: str = "dataset", label_column: str | None = None,
+                group_column: str | None = None) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
@@ -46,9 +54,11 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
     if "train" not in splits:
         raise ValueError(f"the dataset source gave splits {sorted(raw)} but no 'train' split")
     if "test" not in splits:
-        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed, label_column)
+        splits["train"], splits["test"] = _carve(splits["train"], test_fraction, seed, label_column,
+                                                   group_column)
     if "val" not in splits:
-        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1, label_column)
+        splits["train"], splits["val"] = _carve(splits["train"], val_fraction, seed + 1, label_column,
+                                                  group_column)
     if num_classes is not None and label_column:  # on the whole training split, before any cap
         present = np.unique(labels_of(splits["train"], label_column))
         if present.size != num_classes:

@@ -65,13 +65,18 @@ def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | 
     data = build()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    bars = not datasets.utils.are_progress_bars_disabled()
     try:
+        if bars:  # no "Saving the dataset" bars in the middle of a run; restored below
+            datasets.utils.disable_progress_bars()
         data.save_to_disk(str(tmp))
         try:
             tmp.rename(target)
         except OSError:  # a twin run finished first: use its copy
             pass
     finally:
+        if bars:
+            datasets.utils.enable_progress_bars()
         shutil.rmtree(tmp, ignore_errors=True)
     return datasets.load_from_disk(str(target))
 
