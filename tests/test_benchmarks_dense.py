@@ -11,11 +11,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import compose_run
-
 from benchmark_fixtures import relational, segmentation, video, volumes
+
 from gate.build import build_spec, build_splits
 from gate.errors import DatasetUnavailable, GateError
+
+from helpers import compose_run
 
 FIXTURES = {**segmentation.FIXTURES, **relational.FIXTURES, **volumes.FIXTURES, **video.FIXTURES}
 SEGMENTATION = sorted(segmentation.FIXTURES)

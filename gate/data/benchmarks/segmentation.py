@@ -59,11 +59,6 @@ def _segmentation_splits(dataset: str, rows: Mapping[str, list[tuple[object, Mas
     return datasets.DatasetDict(out)
 
 
-def _renamed(split_map: Mapping[str, str] | None, available) -> dict[str, str]:
-    split_map = dict(split_map or {s: s for s in available})
-    return split_map
-
-
 # --------------------------------------------------------------------------------------------- ADE20K
 def ade20k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256, config: str = "scene_parsing",
            split_map: Mapping[str, str] | None = None):
@@ -227,8 +222,6 @@ def nyu(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256
     lut[1:1 + mapping.size] = np.where(mapping >= 1, mapping - 1, IGNORE)  # raw class k (1-based) -> 40-class id
 
     def build():
-        import datasets
-
         with h5py.File(root / names[0], "r") as f:
             for key in ("images", "labels"):
                 if key not in f:
@@ -244,8 +237,7 @@ def nyu(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256
                     raw = np.ascontiguousarray(np.transpose(labels[int(i)], (1, 0)))
                     items.append((png_bytes(rgb), lambda r=raw: r, f"{names[0]} image {i + 1}"))
                 rows[ours] = items
-        ds = _segmentation_splits("nyu", rows, lut, mask_size)
-        return datasets.DatasetDict(ds)
+        return _segmentation_splits("nyu", rows, lut, mask_size)
 
     stamp = file_stamp([root / n for n in names])
     return cached("nyu", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
