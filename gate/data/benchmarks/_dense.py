@@ -1,0 +1,118 @@
+"""Shared helpers of the dense, relational, volume and video benchmark loaders (segmentation.py, relational.py,
+volumes.py, video.py): finding a local copy, one-line errors, and the derived-data cache.
+
+Derived data (masks mapped to class ids and resized to the protocol's mask size, video frames decoded and
+sampled, MRI slices) is computed once from the local copy and saved under ``<cache_dir>/benchmarks/`` keyed by
+the loader's parameters and the size and mtime of every source file read, so a changed copy is rebuilt and a
+read-only ``data_dir`` is never written to.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import DatasetUnavailable, GateError
+
+
+def require(data_dir: str | os.PathLike | None, dataset: str, relative: Iterable[str], what: str) -> Path:
+    """``data_dir`` as a Path when every path in ``relative`` exists under it, else DatasetUnavailable (one line:
+    what to download, from where, and where to put it)."""
+    root = Path(data_dir).expanduser() if data_dir else None
+    missing = [r for r in relative if root is None or not (root / r).exists()]
+    if root is None or not root.is_dir() or missing:
+        first = f"{root}/{missing[0]}" if root is not None and missing else str(root)
+        raise DatasetUnavailable(f"dataset {dataset!r}: no local copy at {first}: download {what} and put it in "
+                                 f"{root} (or set dataset.data_dir=<your copy>), then run `gate-data prepare "
+                                 f"dataset={dataset}`")
+    return root
+
+
+def bad_copy(dataset: str, where: str | os.PathLike, problem: str, fix: str = "re-download or re-extract it") -> GateError:
+    """A one-line error about a local copy that is there but wrong."""
+    return GateError(f"dataset {dataset!r}: {where}: {problem}; {fix}")
+
+
+def file_stamp(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
+    """(name, size, mtime) of files: part of a cache key, so a changed local copy is rebuilt."""
+    out = []
+    for p in sorted(paths):
+        st = p.stat()
+        out.append((str(p), int(st.st_size), int(st.st_mtime)))
+    return out
+
+
+def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | None, build: Callable[[], Any]):
+    """``build()`` (a ``datasets.DatasetDict``) saved once under ``<cache_dir>/benchmarks/<name>-<hash>`` and
+    memory-mapped from there after; ``cache_dir=None`` builds in memory. Written to a temporary folder and
+    renamed, so a killed build never leaves a half-written copy and twin runs do not collide."""
+    import datasets
+
+    from ...results import stable_hash
+
+    if cache_dir is None:
+        return build()
+    target = Path(cache_dir).expanduser().resolve() / "benchmarks" / f"{name}-{stable_hash(dict(params))}"
+    if (target / "dataset_dict.json").is_file():
+        return datasets.load_from_disk(str(target))
+    data = build()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    bars = not datasets.utils.are_progress_bars_disabled()
+    try:
+        if bars:  # no "Saving the dataset" bars in the middle of a run; restored below
+            datasets.utils.disable_progress_bars()
+        data.save_to_disk(str(tmp))
+        try:
+            tmp.rename(target)
+        except OSError:  # a twin run finished first: use its copy
+            pass
+    finally:
+        if bars:
+            datasets.utils.enable_progress_bars()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return datasets.load_from_disk(str(target))
+
+
+def lookup_table(class_values: Iterable[int], ignore_index: int, size: int = 65536) -> np.ndarray:
+    """A raw-label -> class-id table: ``class_values[i]`` maps to class ``i``, every other raw value to
+    ``ignore_index``."""
+    lut = np.full(size, ignore_index, dtype=np.int64)
+    for index, value in enumerate(class_values):
+        lut[int(value)] = index
+    return lut
+
+
+def remap_mask(raw: np.ndarray, lut: np.ndarray, mask_size: int | None) -> np.ndarray:
+    """A raw label map as class ids (uint8, via ``lut``), resized (nearest) to ``mask_size`` x ``mask_size``."""
+    from PIL import Image
+
+    raw = np.asarray(raw)
+    if raw.ndim == 3:  # a label PNG saved as RGB: the ids are in every channel
+        raw = raw[..., 0]
+    mask = lut[raw.astype(np.int64)].astype(np.uint8)
+    if mask_size:
+        mask = np.asarray(Image.fromarray(mask).resize((int(mask_size), int(mask_size)), Image.NEAREST))
+    return mask
+
+
+def png_bytes(array: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(np.asarray(array)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def read_image(source: bytes | str | os.PathLike) -> np.ndarray:
+    from PIL import Image
+
+    with Image.open(io.BytesIO(source) if isinstance(source, bytes) else source) as img:
+        return np.asarray(img)

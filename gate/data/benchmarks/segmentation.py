@@ -1,0 +1,288 @@
+"""Semantic segmentation benchmarks: ADE20K, Cityscapes, COCO-Stuff 10K and 164K, NYU Depth v2 and
+Pascal-Context, each read from a local copy laid out exactly as its source (``dataset.data_dir``).
+
+Every loader returns a ``datasets.DatasetDict`` of the source's own labelled splits (renamed by ``split_map``,
+e.g. ``{"val": "test"}`` where the paper tests on the official validation split; splits the source lacks are
+computed by the generic split step from ``dataset.splits``) with two columns:
+
+* ``image``: the RGB image (an ``Image`` feature: bytes for parquet sources, the file path for folder sources);
+* ``mask``: the class-id map (uint8 PNG), the source's raw labels mapped to ``0..num_classes-1`` by the
+  dataset's documented class list, every other raw value (void, unlabeled, classes outside the standard set) to
+  ``ignore_index`` (255), resized (nearest) to ``mask_size`` x ``mask_size`` (the paper's 256: masks of one
+  batch must share a shape, and the image is resized to ``image_size`` by the encoder).
+
+Masks are mapped once and cached under ``<cache_dir>/benchmarks/`` (see :mod:`._dense`). No loader touches
+the network: ``gate-data prepare`` fetches, these read.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ._dense import bad_copy, cached, file_stamp, lookup_table, png_bytes, read_image, remap_mask, require
+
+IGNORE = 255
+
+#: Cityscapes label ids of the 19 evaluated classes, in train-id order (cityscapesScripts labels.py).
+CITYSCAPES_IDS = (7, 8, 11, 12, 13, 17, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 31, 32, 33)
+#: COCO-Stuff (0-indexed stuffthingmaps ids): 80 things in 0..89 and 91 stuff in 91..181; 11 ids unused.
+COCO_UNUSED = (11, 25, 28, 29, 44, 65, 67, 68, 70, 82, 90)
+COCO_STUFF_IDS = tuple(i for i in range(182) if i not in COCO_UNUSED)
+
+MaskReader = Callable[[], np.ndarray]
+
+
+def _segmentation_splits(dataset: str, rows: Mapping[str, list[tuple[object, MaskReader, str]]], lut: np.ndarray,
+                         mask_size: int | None):
+    """{split: [(image bytes or path, mask reader, where)]} -> DatasetDict of (image, mask) with masks mapped."""
+    import datasets
+
+    features = datasets.Features({"image": datasets.Image(), "mask": datasets.Image()})
+    out = {}
+    for split, items in rows.items():
+        if not items:
+            raise bad_copy(dataset, split, "the split holds no examples")
+        images, masks = [], []
+        for image, read_mask, where in items:
+            try:
+                raw = read_mask()
+            except (OSError, ValueError, KeyError) as err:
+                raise bad_copy(dataset, where, f"cannot read the mask ({type(err).__name__}: {err})") from err
+            images.append({"bytes": image, "path": None} if isinstance(image, bytes) else {"bytes": None,
+                                                                                          "path": str(image)})
+            masks.append({"bytes": png_bytes(remap_mask(raw, lut, mask_size)), "path": None})
+        out[split] = datasets.Dataset.from_dict({"image": images, "mask": masks}, features=features)
+    return datasets.DatasetDict(out)
+
+
+# --------------------------------------------------------------------------------------------- ADE20K
+def ade20k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256, config: str = "scene_parsing",
+           split_map: Mapping[str, str] | None = None):
+    """ADE20K / MIT SceneParsing (150 classes) from the parquet conversion of ``zhoubolei/scene_parse_150``:
+    ``<data_dir>/<config>/<split>/*.parquet`` with columns ``image``, ``annotation`` (the class-id PNG: 0 =
+    "other objects", ignored; 1..150 the classes) and ``scene_category``. The official test split has no
+    annotations and is not read. (The GATE code read the red channel of the instance config as the class.)"""
+    import pyarrow.parquet as pq
+
+    split_map = dict(split_map or {"train": "train", "validation": "test"})
+    root = require(data_dir, "ade20k", [f"{config}/{s}" for s in split_map],
+                   "the parquet files of the Hugging Face dataset zhoubolei/scene_parse_150 (revision "
+                   "refs/convert/parquet, folder scene_parsing/)")
+    files = {s: sorted((root / config / s).glob("*.parquet")) for s in split_map}
+    for s, found in files.items():
+        if not found:
+            raise bad_copy("ade20k", root / config / s, "no *.parquet files")
+    lut = lookup_table(range(1, 151), IGNORE)
+
+    def build():
+        rows = {}
+        for source, ours in split_map.items():
+            items = []
+            for path in files[source]:
+                table = pq.read_table(path)
+                missing = {"image", "annotation"} - set(table.column_names)
+                if missing:
+                    raise bad_copy("ade20k", path, f"no column(s) {sorted(missing)} (columns: {table.column_names})",
+                                   "use the scene_parsing config of zhoubolei/scene_parse_150")
+                for i, (img, ann) in enumerate(zip(table.column("image").to_pylist(),
+                                                   table.column("annotation").to_pylist())):
+                    if ann is None or ann.get("bytes") is None:
+                        raise bad_copy("ade20k", f"{path} row {i}", "no annotation (the test split is unlabelled)",
+                                       "map only labelled splits in dataset.builder.split_map")
+                    items.append((img["bytes"], lambda b=ann["bytes"]: read_image(b), f"{path} row {i}"))
+            rows[ours] = items
+        return _segmentation_splits("ade20k", rows, lut, mask_size)
+
+    stamp = file_stamp(p for found in files.values() for p in found)
+    return cached("ade20k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
+
+
+# ----------------------------------------------------------------------------------------- Cityscapes
+def cityscapes(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+               split_map: Mapping[str, str] | None = None):
+    """Cityscapes fine annotations, official layout: ``leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png`` and
+    ``gtFine/<split>/<city>/<stem>_gtFine_labelIds.png``; the 34 label ids map to the 19 train ids, the rest to
+    255. The official test labels are withheld, so the paper tests on ``val`` (``split_map``)."""
+    split_map = dict(split_map or {"train": "train", "val": "test"})
+    root = require(data_dir, "cityscapes", [f"{d}/{s}" for d in ("leftImg8bit", "gtFine") for s in split_map],
+                   "leftImg8bit_trainvaltest.zip and gtFine_trainvaltest.zip from https://www.cityscapes-dataset.com "
+                   "(free registration), extracted")
+    lut = lookup_table(CITYSCAPES_IDS, IGNORE)
+    images = {s: sorted((root / "leftImg8bit" / s).glob("*/*_leftImg8bit.png")) for s in split_map}
+
+    def build():
+        rows = {}
+        for source, ours in split_map.items():
+            items = []
+            for image in images[source]:
+                mask = root / "gtFine" / source / image.parent.name / image.name.replace("_leftImg8bit.png",
+                                                                                        "_gtFine_labelIds.png")
+                if not mask.is_file():
+                    raise bad_copy("cityscapes", mask, f"missing (the label map of {image.name})",
+                                   "extract gtFine_trainvaltest.zip next to leftImg8bit/")
+                items.append((image, lambda m=mask: read_image(m), str(mask)))
+            rows[ours] = items
+        return _segmentation_splits("cityscapes", rows, lut, mask_size)
+
+    stamp = file_stamp(p for found in images.values() for p in found)
+    return cached("cityscapes", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
+
+
+# ----------------------------------------------------------------------------------------- COCO-Stuff
+def coco_164k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+              split_map: Mapping[str, str] | None = None):
+    """COCO-Stuff 164K, official layout: ``train2017/*.jpg``, ``val2017/*.jpg`` (COCO 2017 images) and
+    ``stuffthingmaps_trainval2017/{train2017,val2017}/*.png`` (0-indexed ids 0..181, 255 unlabeled); the 171
+    used ids map to classes 0..170. The paper tests on ``val2017``."""
+    split_map = dict(split_map or {"train2017": "train", "val2017": "test"})
+    root = require(data_dir, "coco_164k", [*split_map, *(f"stuffthingmaps_trainval2017/{s}" for s in split_map)],
+                   "train2017.zip and val2017.zip from http://images.cocodataset.org/zips/ and "
+                   "stuffthingmaps_trainval2017.zip from https://github.com/nightrome/cocostuff (extracted)")
+    lut = lookup_table(COCO_STUFF_IDS, IGNORE)
+    images = {s: sorted((root / s).glob("*.jpg")) for s in split_map}
+
+    def build():
+        rows = {}
+        for source, ours in split_map.items():
+            items = []
+            for image in images[source]:
+                mask = root / "stuffthingmaps_trainval2017" / source / f"{image.stem}.png"
+                if not mask.is_file():
+                    raise bad_copy("coco_164k", mask, f"missing (the stuffthingmap of {image.name})")
+                items.append((image, lambda m=mask: read_image(m), str(mask)))
+            rows[ours] = items
+        return _segmentation_splits("coco_164k", rows, lut, mask_size)
+
+    stamp = file_stamp(p for found in images.values() for p in found)
+    return cached("coco_164k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
+
+
+def coco_10k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+             split_map: Mapping[str, str] | None = None):
+    """COCO-Stuff 10K v1.1, official layout (cocostuff-10k-v1.1.zip): ``images/<id>.jpg``,
+    ``annotations/<id>.mat`` (MATLAB, key ``S``: 0 unlabeled, 1..182 = stuffthingmaps id + 1) and
+    ``imageLists/{train,test}.txt`` (9000 / 1000 ids); the 171 used ids map to classes 0..170."""
+    from scipy.io import loadmat
+
+    split_map = dict(split_map or {"train": "train", "test": "test"})
+    root = require(data_dir, "coco_10k", ["images", "annotations", *(f"imageLists/{s}.txt" for s in split_map)],
+                   "cocostuff-10k-v1.1.zip from https://github.com/nightrome/cocostuff10k (extracted)")
+    lut = lookup_table([i + 1 for i in COCO_STUFF_IDS], IGNORE)
+    lists = {s: [line.strip() for line in (root / "imageLists" / f"{s}.txt").read_text().splitlines() if line.strip()]
+             for s in split_map}
+
+    def read(path: Path) -> np.ndarray:
+        mat = loadmat(path)
+        if "S" not in mat:
+            raise KeyError(f"no 'S' label map in {path.name} (keys: {sorted(k for k in mat if not k.startswith('_'))})")
+        return mat["S"]
+
+    def build():
+        rows = {}
+        for source, ours in split_map.items():
+            items = []
+            for stem in lists[source]:
+                image, mask = root / "images" / f"{stem}.jpg", root / "annotations" / f"{stem}.mat"
+                for path in (image, mask):
+                    if not path.is_file():
+                        raise bad_copy("coco_10k", path, f"missing (listed in imageLists/{source}.txt)")
+                items.append((image, lambda m=mask: read(m), str(mask)))
+            rows[ours] = items
+        return _segmentation_splits("coco_10k", rows, lut, mask_size)
+
+    stamp = file_stamp([root / "imageLists" / f"{s}.txt" for s in split_map])
+    return cached("coco_10k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
+
+
+# ------------------------------------------------------------------------------------------ NYU v2
+def nyu(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+        split_map: Mapping[str, str] | None = None):
+    """NYU Depth v2 labelled set, 40 classes (Gupta et al. 2013): ``nyu_depth_v2_labeled.mat`` (MATLAB v7.3 /
+    HDF5: ``images`` (N, 3, W, H), ``labels`` (N, W, H) with 894 raw classes, 0 unlabeled), ``splits.mat``
+    (``trainNdxs``, ``testNdxs``: the official 795 / 654, 1-based) and ``classMapping40.mat`` (``mapClass``:
+    raw class -> 1..40). Unlabeled pixels are 255 (the GATE code used -1)."""
+    import h5py
+    from scipy.io import loadmat
+
+    split_map = dict(split_map or {"train": "train", "test": "test"})
+    names = ("nyu_depth_v2_labeled.mat", "splits.mat", "classMapping40.mat")
+    root = require(data_dir, "nyu", names, "nyu_depth_v2_labeled.mat and splits.mat from "
+                   "http://horatio.cs.nyu.edu/mit/silberman/nyu_depth_v2/ and classMapping40.mat from "
+                   "https://github.com/ankurhanda/nyuv2-meta-data")
+    try:
+        index = {s: np.asarray(loadmat(root / "splits.mat")[f"{s}Ndxs"]).ravel().astype(int) - 1 for s in split_map}
+        mapping = np.asarray(loadmat(root / "classMapping40.mat")["mapClass"]).ravel().astype(int)
+    except KeyError as err:
+        raise bad_copy("nyu", root, f"splits.mat / classMapping40.mat lack the key {err}") from err
+    lut = np.full(65536, IGNORE, dtype=np.int64)
+    lut[1:1 + mapping.size] = np.where(mapping >= 1, mapping - 1, IGNORE)  # raw class k (1-based) -> 40-class id
+
+    def build():
+        with h5py.File(root / names[0], "r") as f:
+            for key in ("images", "labels"):
+                if key not in f:
+                    raise bad_copy("nyu", root / names[0], f"no {key!r} array (keys: {sorted(f)})")
+            images, labels = f["images"], f["labels"]
+            rows = {}
+            for source, ours in split_map.items():
+                if index[source].size and (index[source].min() < 0 or index[source].max() >= images.shape[0]):
+                    raise bad_copy("nyu", root / "splits.mat", f"{source}Ndxs points past the {images.shape[0]} images")
+                items = []
+                for i in index[source]:
+                    rgb = np.ascontiguousarray(np.transpose(images[int(i)], (2, 1, 0)))  # (3, W, H) -> (H, W, 3)
+                    raw = np.ascontiguousarray(np.transpose(labels[int(i)], (1, 0)))
+                    items.append((png_bytes(rgb), lambda r=raw: r, f"{names[0]} image {i + 1}"))
+                rows[ours] = items
+        return _segmentation_splits("nyu", rows, lut, mask_size)
+
+    stamp = file_stamp([root / n for n in names])
+    return cached("nyu", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
+
+
+# ------------------------------------------------------------------------------------- Pascal-Context
+def _label_names(path: Path) -> dict[int, str]:
+    """``labels.txt`` / ``59_labels.txt`` lines ``<id>: <name>``."""
+    out = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"\s*(\d+)\s*:\s*(.+?)\s*$", line)
+        if match:
+            out[int(match.group(1))] = match.group(2)
+    if not out:
+        raise bad_copy("pascal_context", path, "no '<id>: <name>' lines")
+    return out
+
+
+def pascal_context(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256):
+    """Pascal-Context, 59 classes (the standard set; background and the other 400 classes ignored), official
+    layout: VOC2010 images ``VOCdevkit/VOC2010/JPEGImages/<id>.jpg`` and the annotation tarball (trainval.tar.gz)
+    ``trainval/<id>.mat`` (key ``LabelMap``: 459-class ids), ``labels.txt`` (459 names) and ``59_labels.txt``.
+    The tarball has one labelled pool, returned as ``train``; val and test come from ``dataset.splits``."""
+    from scipy.io import loadmat
+
+    root = require(data_dir, "pascal_context", ["VOCdevkit/VOC2010/JPEGImages", "trainval", "labels.txt",
+                                                "59_labels.txt"],
+                   "VOCtrainval_03-May-2010.tar (host.robots.ox.ac.uk) and trainval.tar.gz with labels.txt and "
+                   "59_labels.txt from https://cs.stanford.edu/~roozbeh/pascal-context/ (extracted)")
+    full, short = _label_names(root / "labels.txt"), _label_names(root / "59_labels.txt")
+    by_name = {name: raw for raw, name in full.items()}
+    unknown = [n for n in short.values() if n not in by_name]
+    if unknown:
+        raise bad_copy("pascal_context", root / "59_labels.txt", f"names {unknown[:3]} are not in labels.txt")
+    lut = lookup_table([by_name[short[k]] for k in sorted(short)], IGNORE)
+    masks = sorted((root / "trainval").glob("*.mat"))
+
+    def build():
+        items = []
+        for mask in masks:
+            image = root / "VOCdevkit" / "VOC2010" / "JPEGImages" / f"{mask.stem}.jpg"
+            if not image.is_file():
+                raise bad_copy("pascal_context", image, f"missing (the image of {mask.name})")
+            items.append((image, lambda m=mask: loadmat(m)["LabelMap"], str(mask)))
+        return _segmentation_splits("pascal_context", {"train": items}, lut, mask_size)
+
+    stamp = file_stamp([root / "labels.txt", root / "59_labels.txt", *masks])
+    return cached("pascal_context", {"files": stamp, "mask_size": mask_size}, cache_dir, build)
