@@ -181,18 +181,4 @@ def test_clips_of_inconsistent_length_are_refused(tmp_path):
     with pytest.raises(GateError, match=r"sequence seq000 declares 5 frames but lists 1"):
         iwildcam(str(tmp_path), cache_dir=None, frames=2, frame_size=16)
 
-
-# --------------------------------------------------------------------------------------- two steps
-@pytest.mark.slow
-@pytest.mark.parametrize("key", [*IMAGE_KEYS, *VIDEO_KEYS])
-def test_trains_two_steps_with_its_default_adapter(key, tmp_path):
-    from gate.training.finetune import run_finetune
-
-    cfg = _config(key, tmp_path, ["image_size=32", "trainer.max_steps=2", "trainer.val_check_interval=2",
-                                  "trainer.enable_progress_bar=false", "data.batch_size=2", "logger=csv",
-                                  "ensembles=[1]", "encoder=efficientnet_lite0"])
-    result = run_finetune(cfg)
-    assert not result.skipped
-    tier = cfg.dataset.tier_metric
-    assert any(name.endswith(tier) for name in result.metrics), result.metrics
-    assert all(np.isfinite(v) for v in result.metrics.values())
+# Two training steps per benchmark: tests/test_benchmarks.py (every fixture module, this family's included).
