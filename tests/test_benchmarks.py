@@ -87,7 +87,11 @@ def test_benchmark_trains_two_steps_with_its_default_adapter(key, tmp_path):
     from gate.training.finetune import run_finetune
 
     copy = tmp_path / "copy"
-    cfg = compose_run(tmp_path / "out", overrides(key, copy, FIXTURES[key](copy)))
+    extra = FIXTURES[key](copy)
+    cfg = compose_run(tmp_path / "out", overrides(key, copy, extra))
+    if cfg.dataset.task != "few_shot":  # evaluate on a few examples (few-shot episodes need whole classes)
+        cfg = compose_run(tmp_path / "out", overrides(key, copy, extra) + ["data.max_val_samples=8",
+                                                                         "data.max_test_samples=8"])
     spec = build_spec(cfg.dataset)
     result = run_finetune(cfg)
     assert not result.skipped
