@@ -56,12 +56,15 @@ def declared_frames(spec) -> int:
 
 def clip_lengths(split, column: str) -> np.ndarray | None:
     """The frame count of every clip in ``column`` (one Arrow pass, respecting selections), or None when the
-    column is not stored as a list of frames (e.g. encoded video files)."""
+    column is not stored as a list of frames (e.g. encoded video files). A fixed-shape ``Array3D`` column has
+    one frame count; a variable-shape one (``shape=(None, H, W)``) or nested lists may differ per clip."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     table = split.select_columns([column]).with_format("arrow")[:]
     values = table.column(column)
+    if isinstance(values.type, pa.ExtensionType):  # e.g. datasets' ArrayND: nested lists underneath
+        values = pa.chunked_array([chunk.storage for chunk in values.chunks], type=values.type.storage_type)
     if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
             or pa.types.is_fixed_size_list(values.type)):
         return None
@@ -271,7 +274,7 @@ class TemporalRegressor(TemporalAdapter):
         bad = np.flatnonzero(~np.isfinite(values))
         if bad.size:
             i = int(bad[0])
-            raise ValueError(f"{where}: example {i} has {self.column}={values[i]!r}; a regression target must be "
+            raise ValueError(f"{where}: example {i} has {self.column}={float(values[i])!r}; a regression target must be "
                              f"a finite number ({bad.size} example(s) are not)")
         if name == "train" and self.standardize:
             std = float(values.std())

@@ -23,12 +23,20 @@ Fashion-MNIST's train images for ``train`` and from the two halves of its test i
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .canvas import ITEM, cached
 from .pairs import SPLITS, ItemPool
 
-VERSION = 1  # part of the cache key: bump when the generation changes
+VERSION = 2  # part of the cache key: bump when the generation changes
+
+
+@functools.lru_cache(maxsize=len(SPLITS))
+def item_pool(split: str) -> ItemPool:
+    """The item images of ``split``, read once per process (both stand-ins and every size share them)."""
+    return ItemPool(split)
 
 
 def trajectory(start: np.ndarray, velocity: np.ndarray, frames: int, room: float) -> np.ndarray:
@@ -68,24 +76,18 @@ def make_clip(rng: np.random.Generator, item: np.ndarray, speed: float, frames: 
 
 
 def video_dataset(clips: np.ndarray, **columns):
-    """An HF Dataset of (T, H, W) uint8 ``video`` arrays (Arrow buffers, no per-row copy) plus int or float
-    ``columns``."""
+    """An HF Dataset of (T, H, W) uint8 ``video`` clips (an ``Array3D`` column: a row reads back as one numpy
+    array in milliseconds, unlike nested lists) plus int or float ``columns``."""
     import datasets
-    import pyarrow as pa
 
-    n, frames, height, width = clips.shape
-    flat = pa.array(np.ascontiguousarray(clips).reshape(-1))
-    video = pa.FixedSizeListArray.from_arrays(pa.FixedSizeListArray.from_arrays(
-        pa.FixedSizeListArray.from_arrays(flat, width), height), frames)
-    features = {"video": datasets.List(datasets.List(datasets.List(datasets.Value("uint8"), length=width),
-                                                     length=height), length=frames)}
-    arrays = {"video": video}
+    features = {"video": datasets.Array3D(shape=tuple(int(d) for d in clips.shape[1:]), dtype="uint8")}
+    data = {"video": np.ascontiguousarray(clips, dtype=np.uint8)}
     for name, values in columns.items():
         values = np.asarray(values)
         kind = "float32" if np.issubdtype(values.dtype, np.floating) else "int64"
         features[name] = datasets.Value(kind)
-        arrays[name] = pa.array(values.astype(kind))
-    return datasets.Dataset(pa.table(arrays), info=datasets.DatasetInfo(features=datasets.Features(features)))
+        data[name] = values.astype(kind)
+    return datasets.Dataset.from_dict(data, features=datasets.Features(features))
 
 
 def build_video(target: str, sizes: dict[str, int], seed: int, frames: int, canvas: int, min_speed: float,
@@ -95,7 +97,7 @@ def build_video(target: str, sizes: dict[str, int], seed: int, frames: int, canv
     out = {}
     for index, split in enumerate(SPLITS):
         rng = np.random.default_rng([seed, index])
-        pool = ItemPool(split)
+        pool = item_pool(split)
         n = sizes[split]
         classes = rng.permutation(np.arange(n) % 10)
         speeds = rng.uniform(min_speed, max_speed, size=n)
