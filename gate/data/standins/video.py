@@ -126,16 +126,16 @@ def _video(name: str, target: str, cache_dir, seed, train_size, val_size, test_s
                                       float(max_speed)))
 
 
-def fmnist_video(cache_dir: str | None = None, seed: int = 0, train_size: int = 1200, val_size: int = 200,
-                 test_size: int = 400, frames: int = 8, canvas: int = 48, min_speed: float = 0.5,
+def fmnist_video(cache_dir: str | None = None, seed: int = 0, train_size: int = 1200, val_size: int = 100,
+                 test_size: int = 200, frames: int = 8, canvas: int = 48, min_speed: float = 0.5,
                  max_speed: float = 3.0):
     """The ``fmnist_video`` stand-in (module docstring): ``train``, ``val``, ``test`` of ``video`` and ``label``."""
     return _video("fmnist_video", "label", cache_dir, seed, train_size, val_size, test_size, frames, canvas,
                   min_speed, max_speed)
 
 
-def fmnist_video_speed(cache_dir: str | None = None, seed: int = 0, train_size: int = 1200, val_size: int = 200,
-                       test_size: int = 400, frames: int = 8, canvas: int = 48, min_speed: float = 0.5,
+def fmnist_video_speed(cache_dir: str | None = None, seed: int = 0, train_size: int = 1200, val_size: int = 100,
+                       test_size: int = 200, frames: int = 8, canvas: int = 48, min_speed: float = 0.5,
                        max_speed: float = 3.0):
     """The ``fmnist_video_speed`` stand-in (module docstring): ``train``, ``val``, ``test`` of ``video`` and
     ``speed`` (px/frame)."""
