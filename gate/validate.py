@@ -202,7 +202,9 @@ def _check_dataset(c: _Checker) -> None:
     if not isinstance(dataset, Mapping):
         c.problems.append("dataset is missing: expected the dataset group (e.g. dataset=fashion_mnist)")
         return
-    c.integer("dataset.num_classes", 2)
+    from .data.spec import CLASS_TASKS
+
+    c.integer("dataset.num_classes", 2 if dataset.get("task") in CLASS_TASKS else 1)
     for key in ("dataset.splits.val_fraction", "dataset.splits.test_fraction"):
         c.number(key, 0.0, 1.0, low_open=True, high_open=True)
 

@@ -38,6 +38,8 @@ TASK_TARGETS = {
     "temporal_classification": {"clip_label"},
     "temporal_regression": {"clip_value"},
 }
+# Tasks whose targets are classes (num_classes >= 2); the others (captions, regression) declare num_classes: 1.
+CLASS_TASKS = ("classification", "multilabel", "few_shot", "segmentation", "temporal_classification")
 DEFAULT_TARGETS = {"classification": {"label": "class"}, "few_shot": {"label": "class"}}
 
 
@@ -66,8 +68,7 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         if self.task not in TASKS:
             raise ValueError(f"dataset {self.name!r}: task {self.task!r} is not one of {TASKS}")
-        if self.num_classes < 2 and self.task in ("classification", "multilabel", "few_shot", "segmentation",
-                                                  "temporal_classification"):
+        if self.num_classes < 2 and self.task in CLASS_TASKS:
             raise ValueError(f"dataset {self.name!r} declares {self.num_classes} classes; a {self.task} "
                              f"task needs at least 2")
         if not self.input_column:
