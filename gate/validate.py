@@ -201,6 +201,7 @@ def _check_modality(c: _Checker) -> None:
         if isinstance(patch, int) and isinstance(size, int) and patch > size:
             c.bad("encoder.stem.patch_size", patch, f"must be <= the image size {size}")
         c.boolean("encoder.stem.freeze_body")
+        c.number("encoder.stem.lr", 0.0, low_open=True)
         return
     stems = f" (a patch stem feeds {list(STEM_MODALITIES)} to text/audio bodies only)" \
         if modality in STEM_MODALITIES or getattr(cls, "takes_embeddings", False) else ""

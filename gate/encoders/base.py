@@ -80,6 +80,11 @@ class GATEEncoder(nn.Module, abc.ABC):
     def forward(self, batch: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Encode a collated batch (the dict produced by the transform, batched)."""
 
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        """Parameter groups that train at their own rate (``{"params": [...], "lr": ...}``), e.g. a new input
+        stem in front of a pretrained body; every other parameter follows the recipe. Default: none."""
+        return []
+
     def encode_embeddings(self, embeds: torch.Tensor) -> EncoderOutput:
         """Run the body on token embeddings ``(B, N, embed_dim)`` instead of the encoder's own input layer
         (the entry point of modality shifting). Encoders with ``takes_embeddings`` implement it."""

@@ -8,7 +8,8 @@ convolutions, mel frames) with a ViT-style :class:`PatchStem`:
     image (B, 3, H, W) -> conv patchify (kernel = stride = patch_size) -> (B, N, embed_dim)
                        -> prepend a learned class token, add learned positions -> body -> pooled features
 
-The stem is new and always trained. The body keeps its pretrained weights and is frozen (``freeze_body``,
+The stem is new and always trained, at its own learning rate ``lr`` (default 1e-3, the GATE conv recipe's
+rate for layers trained from scratch; null: the recipe's rate). The body keeps its pretrained weights and is frozen (``freeze_body``,
 the default, as the GATE code does for shifted text and audio bodies) or fine-tuned with the run's recipe.
 Video goes through the stem frame by frame, like any image encoder (the temporal adapter aggregates).
 """
@@ -71,7 +72,7 @@ class StemmedEncoder(GATEEncoder):
 
     def __init__(self, body: GATEEncoder, image_size: int, patch_size: int = 16, freeze_body: bool = True,
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                 augment: bool = False) -> None:
+                 augment: bool = False, lr: float | None = 1e-3) -> None:
         super().__init__()
         if not body.takes_embeddings or not body.embed_dim:
             raise ValueError(f"encoder {type(body).__name__} has no body that takes token embeddings: no stem can "
@@ -89,17 +90,30 @@ class StemmedEncoder(GATEEncoder):
         self.min_image_size = int(patch_size)
         self.feature_dim = body.feature_dim
         self.mean, self.std, self.augment = tuple(mean), tuple(std), augment
+        if lr is not None and not (isinstance(lr, (int, float)) and lr > 0):
+            raise ValueError(f"encoder.stem.lr={lr!r} is invalid: expected a learning rate > 0 or null (the recipe's)")
+        self.lr = None if lr is None else float(lr)
+
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        """The stem trains at ``lr`` (it starts from scratch); the body follows the recipe."""
+        return [] if self.lr is None else [{"params": list(self.stem.parameters()), "lr": self.lr}]
 
     def transform(self, modality: str, train: bool):
         self.check_modality(modality)
         return image_transform(self.image_size, self.mean, self.std, train=train, augment=self.augment)
 
     def forward(self, batch: Mapping[str, torch.Tensor]) -> EncoderOutput:
+        embeds = self.stem(batch["image"])
         if self.freeze_body and self.body.training:
-            # A frozen body runs without dropout. Set here rather than in train(): Lightning warns about
-            # submodules left in eval mode when fitting starts.
+            # A frozen body runs without dropout; its mode is restored after the call (Lightning warns about
+            # submodules left in eval mode when fitting starts).
             self.body.eval()
-        out = self.body.encode_embeddings(self.stem(batch["image"]))
+            try:
+                out = self.body.encode_embeddings(embeds)
+            finally:
+                self.body.train()
+        else:
+            out = self.body.encode_embeddings(embeds)
         levels = grids = None
         if out.tokens is not None and out.tokens.shape[1] == self.stem.num_tokens:
             levels, grids = [out.tokens[:, 1:]], [self.stem.grid]
@@ -126,8 +140,8 @@ def stem_encoder(encoder: GATEEncoder, stem_cfg: Mapping[str, Any] | None, image
     size = cfg.pop("image_size", None) or image_size
     if size is None:
         raise ValueError(f"a stem for {type(encoder).__name__} needs an image size: set encoder.stem.image_size")
-    unknown = set(cfg) - {"patch_size", "freeze_body", "mean", "std", "augment"}
+    unknown = set(cfg) - {"patch_size", "freeze_body", "mean", "std", "augment", "lr"}
     if unknown:
         raise ValueError(f"unknown encoder.stem keys {sorted(unknown)}; valid: patch_size, freeze_body, image_size, "
-                         f"mean, std, augment")
+                         f"lr, mean, std, augment")
     return StemmedEncoder(encoder, image_size=int(size), **cfg)
