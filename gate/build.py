@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import hydra.errors
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .adapters.base import Adapter
@@ -20,6 +21,7 @@ from .data.datamodule import GATEDataModule
 from .data.spec import DatasetSpec
 from .data.splits import make_splits
 from .encoders.base import GATEEncoder
+from .errors import GateError
 
 META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
 
@@ -61,7 +63,12 @@ def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None) -
 
     plain = dict(to_plain(encoder_cfg))
     stem_cfg = plain.pop("stem", None)
-    encoder = instantiate_component(plain)
+    try:
+        encoder = instantiate_component(plain)
+    except hydra.errors.InstantiationException as err:
+        if isinstance(err.__cause__, GateError):  # e.g. weights not available offline: the one clear line
+            raise err.__cause__ from None
+        raise
     if not isinstance(encoder, GATEEncoder):
         raise TypeError(f"encoder {encoder_cfg.get('name', '?')!r} built a {type(encoder).__name__}, "
                         f"which is not a gate.encoders.GATEEncoder")

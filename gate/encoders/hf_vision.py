@@ -65,7 +65,7 @@ class HFVisionEncoder(GATEEncoder):
         images = batch["image"]
         out = self.model(pixel_values=images, output_hidden_states=True, interpolate_pos_encoding=True)
         grid = (images.shape[-2] // self.patch_size, images.shape[-1] // self.patch_size)
-        levels = [h[:, self._prefix:] for h in out.hidden_states[-LEVELS:]]
+        levels = [h[:, self._prefix:] for h in out.hidden_states[1:][-LEVELS:]]  # [0]: the embeddings
         return EncoderOutput(features=out.pooler_output, tokens=out.last_hidden_state, levels=levels,
                              grids=[grid] * len(levels))
 

@@ -92,20 +92,25 @@ class ResemblyzerEncoder(GATEEncoder):
 
 def mel_frames(value: Any, frames: int) -> torch.Tensor:
     """A waveform (array at 16 kHz, or a dict with ``array`` and ``sampling_rate``) as (frames, 40) mel power
-    frames (Resemblyzer's own features, through librosa, a dependency of resemblyzer), cropped or zero-padded
-    to ``frames``."""
-    import librosa
+    frames, cropped or zero-padded to ``frames``: Resemblyzer's features (librosa's melspectrogram defaults:
+    25 ms Hann windows, 10 ms hop, centred, Slaney mel filters), computed with torch.stft and transformers'
+    filter bank (librosa's numba compilation would cost more than the model)."""
+    from transformers.audio_utils import mel_filter_bank
 
     rate = SAMPLING_RATE
     if isinstance(value, Mapping):
         rate = int(value.get("sampling_rate", SAMPLING_RATE))
         value = value["array"]
-    wave = np.asarray(value, dtype=np.float32).flatten()
     if rate != SAMPLING_RATE:
-        wave = librosa.resample(wave, orig_sr=rate, target_sr=SAMPLING_RATE)
-    mel = librosa.feature.melspectrogram(y=wave, sr=SAMPLING_RATE, n_fft=SAMPLING_RATE * WINDOW_MS // 1000,
-                                         hop_length=SAMPLING_RATE * HOP_MS // 1000, n_mels=MEL_CHANNELS)
-    mel = torch.from_numpy(mel.astype(np.float32).T[:frames])
+        raise ValueError(f"resemblyzer takes 16 kHz audio, got {rate} Hz; resample the dataset's audio column")
+    wave = torch.as_tensor(np.asarray(value, dtype=np.float32)).flatten()
+    n_fft, hop = SAMPLING_RATE * WINDOW_MS // 1000, SAMPLING_RATE * HOP_MS // 1000
+    power = torch.stft(wave, n_fft=n_fft, hop_length=hop, window=torch.hann_window(n_fft), center=True,
+                       pad_mode="constant", return_complex=True).abs() ** 2  # (n_fft/2 + 1, T)
+    banks = mel_filter_bank(num_frequency_bins=n_fft // 2 + 1, num_mel_filters=MEL_CHANNELS, min_frequency=0.0,
+                            max_frequency=SAMPLING_RATE / 2, sampling_rate=SAMPLING_RATE, norm="slaney",
+                            mel_scale="slaney")  # (freqs, 40)
+    mel = (power.t() @ torch.from_numpy(banks.astype(np.float32)))[:frames]
     if mel.shape[0] < frames:
         mel = torch.cat([mel, mel.new_zeros(frames - mel.shape[0], MEL_CHANNELS)])
     return mel
