@@ -51,8 +51,10 @@ def test_hub_encoders_fail_fast_offline_with_a_way_out(tmp_path, name, monkeypat
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(constants, "ENDPOINT", "https://127.0.0.1:9")
     start = time.perf_counter()
-    with pytest.raises(WeightsUnavailable, match=r"not in the local Hugging Face cache.*checkpoint_path.*HF_HOME"):
+    with pytest.raises(WeightsUnavailable, match=r"not in the local Hugging Face cache.*checkpoint_path.*HF_HOME") as err:
         build_encoder(cfg.encoder)
+    assert str(err.value).startswith({"siglip_vitb16": "siglip image tower", "clip_vitb16": "clip image tower",
+                                      "laion_clip_vitb16": "clip image tower"}.get(name, ""))
     assert time.perf_counter() - start < 10
 
 
@@ -72,7 +74,7 @@ def test_vision_towers_on_tiny_random_models(kind):
     cls, config_cls = (CLIPVisionModel, CLIPVisionConfig) if kind == "clip" else (SiglipVisionModel, SiglipVisionConfig)
     model = cls(config_cls(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8))
-    encoder = HFVisionEncoder("tiny", kind=kind, model=model, image_size=48)  # positions interpolated to 6x6
+    encoder = HFVisionEncoder("tiny", architecture=kind, model=model, image_size=48)  # positions interpolated to 6x6
     item = encoder.transform("image", train=False)(torch.randint(0, 255, (20, 20), dtype=torch.uint8).numpy())
     out = encoder({"image": torch.stack([item["image"]] * 2)})
     assert out.features.shape == (2, 32) and encoder.feature_dim == 32
