@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import hydra
+import hydra.errors
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .adapters.base import Adapter
@@ -20,6 +21,7 @@ from .data.datamodule import GATEDataModule
 from .data.spec import DatasetSpec
 from .data.splits import make_splits, split_options
 from .encoders.base import GATEEncoder
+from .errors import GateError
 
 META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
 
@@ -53,11 +55,25 @@ def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:
     return hydra.utils.instantiate(plain, **extra, _convert_="all")
 
 
-def build_encoder(encoder_cfg: Mapping[str, Any]) -> GATEEncoder:
-    encoder = instantiate_component(encoder_cfg)
+def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None) -> GATEEncoder:
+    """The encoder of ``encoder_cfg``; for a ``modality`` it does not take but its body can (a text or audio
+    body fed images), wrapped behind the patch stem of the config's ``stem:`` section (modality shifting,
+    :mod:`gate.encoders.stems`)."""
+    from .encoders.stems import needs_stem, stem_encoder
+
+    plain = dict(to_plain(encoder_cfg))
+    stem_cfg = plain.pop("stem", None)
+    try:
+        encoder = instantiate_component(plain)
+    except hydra.errors.InstantiationException as err:
+        if isinstance(err.__cause__, GateError):  # e.g. weights not available offline: the one clear line
+            raise err.__cause__ from None
+        raise
     if not isinstance(encoder, GATEEncoder):
         raise TypeError(f"encoder {encoder_cfg.get('name', '?')!r} built a {type(encoder).__name__}, "
                         f"which is not a gate.encoders.GATEEncoder")
+    if needs_stem(encoder, modality):
+        encoder = stem_encoder(encoder, stem_cfg, plain.get("image_size"))
     return encoder
 
 

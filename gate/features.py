@@ -122,7 +122,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
                               from_cache=True)
 
     start = time.perf_counter()
-    encoder = build_encoder(key["encoder"])
+    encoder = build_encoder(key["encoder"], key["dataset"].get("modality"))
     spec = build_spec(key["dataset"])
     encoder.check_modality(spec.modality, spec.name)
     column = spec.label_column

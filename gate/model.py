@@ -77,6 +77,12 @@ class GATEModel(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]
+        # An encoder may train some of its own parameters at their own rate (a new modality stem: see
+        # GATEEncoder.optimizer_groups); everything else follows the recipe.
+        groups = [dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in self.encoder.optimizer_groups()]
+        if groups:
+            taken = {id(p) for g in groups for p in g["params"]}
+            params = [{"params": [p for p in params if id(p) not in taken]}] + [g for g in groups if g["params"]]
         optimizer = self.optimizer_factory(params)
         if self.scheduler_factory is None:
             return optimizer

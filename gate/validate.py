@@ -193,8 +193,21 @@ def _check_modality(c: _Checker) -> None:
     takes = getattr(cls, "modalities", None)
     if cls is None or not modality or not takes or modality in takes or (modality == "video" and "image" in takes):
         return  # (an image encoder takes video frame by frame)
+    from .encoders.stems import STEM_MODALITIES
+
+    if getattr(cls, "takes_embeddings", False) and modality in STEM_MODALITIES:
+        patch = c.integer("encoder.stem.patch_size", 1, required=False)  # a patch stem feeds the body images
+        size = c.get("encoder.stem.image_size", None) or c.get("image_size", None)
+        if isinstance(patch, int) and isinstance(size, int) and patch > size:
+            c.bad("encoder.stem.patch_size", patch, f"must be <= the image size {size}")
+        c.boolean("encoder.stem.freeze_body")
+        c.number("encoder.stem.lr", 0.0, low_open=True)
+        return
+    stems = f" (a patch stem feeds {list(STEM_MODALITIES)} to text/audio bodies only)" \
+        if modality in STEM_MODALITIES or getattr(cls, "takes_embeddings", False) else ""
     c.problems.append(f"encoder={encoder.get('name', '?')} takes {sorted(takes)} input, but "
-                      f"dataset={dataset.get('name', '?')} is {modality}: choose an encoder that takes {modality}")
+                      f"dataset={dataset.get('name', '?')} is {modality}: choose an encoder that takes {modality}"
+                      f"{stems}")
 
 
 def _check_dataset(c: _Checker) -> None:

@@ -5,7 +5,7 @@ import pytest
 import torch
 from sklearn.datasets import load_sample_images
 
-from gate.encoders import EfficientNetLite, HFTextEncoder, TimmEncoder, to_pil_rgb
+from gate.encoders import EfficientNetLite, HFTextEncoder, TimmEncoder, WeightsUnavailable, to_pil_rgb
 
 
 def test_efficientnet_lite_source_head_recognises_a_daisy():
@@ -50,12 +50,12 @@ def test_timm_checkpoint_path_loads_local_weights(tmp_path):
 
 
 def test_pretrained_timm_weights_offline_say_how_to_provide_them():
-    with pytest.raises(RuntimeError, match="checkpoint_path"):
+    with pytest.raises(WeightsUnavailable, match="timm/resnet18.a1_in1k.*checkpoint_path"):
         TimmEncoder("resnet18", pretrained=True)
 
 
 def test_unreachable_text_model_says_how_to_provide_it():
-    with pytest.raises(RuntimeError, match="local directory"):
+    with pytest.raises(WeightsUnavailable, match="nobody/no-such-model-anywhere.*checkpoint_path.*HF_HOME"):
         HFTextEncoder(model_path="nobody/no-such-model-anywhere")
 
 

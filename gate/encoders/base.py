@@ -64,6 +64,13 @@ class GATEEncoder(nn.Module, abc.ABC):
     #: The smallest input resolution (px) the encoder can take meaningfully, e.g. its total stride; config
     #: validation refuses a smaller ``image_size`` before anything is built.
     min_image_size: int = 1
+    #: True for text/audio encoders whose body takes a sequence of token embeddings (:meth:`encode_embeddings`):
+    #: a stem (:mod:`gate.encoders.stems`) can then replace their input layer and feed them images.
+    takes_embeddings: bool = False
+    #: Width of those token embeddings (set by such encoders once built).
+    embed_dim: int | None = None
+    #: The most tokens the body takes (its position table), None when unbounded.
+    max_tokens: int | None = None
 
     @abc.abstractmethod
     def transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:
@@ -72,6 +79,16 @@ class GATEEncoder(nn.Module, abc.ABC):
     @abc.abstractmethod
     def forward(self, batch: Mapping[str, torch.Tensor]) -> EncoderOutput:
         """Encode a collated batch (the dict produced by the transform, batched)."""
+
+    def optimizer_groups(self) -> list[dict[str, Any]]:
+        """Parameter groups that train at their own rate (``{"params": [...], "lr": ...}``), e.g. a new input
+        stem in front of a pretrained body; every other parameter follows the recipe. Default: none."""
+        return []
+
+    def encode_embeddings(self, embeds: torch.Tensor) -> EncoderOutput:
+        """Run the body on token embeddings ``(B, N, embed_dim)`` instead of the encoder's own input layer
+        (the entry point of modality shifting). Encoders with ``takes_embeddings`` implement it."""
+        raise NotImplementedError(f"{type(self).__name__} has no body that takes token embeddings")
 
     @torch.no_grad()
     def output_dims(self) -> dict[str, Any]:

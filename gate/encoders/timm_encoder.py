@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 
 from .base import EncoderOutput, GATEEncoder, image_transform, maps_to_levels
+from .hub import require_hub
+
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
 
 
 class TimmEncoder(GATEEncoder):
@@ -12,6 +15,7 @@ class TimmEncoder(GATEEncoder):
 
     pretrained: load timm's published weights (needs the hub unless they are cached locally).
     checkpoint_path: load weights from a local file instead (a state dict or a Lightning/timm checkpoint).
+    revision: the hub revision of the pretrained weights (a commit hash pins them; default: timm's current).
     Random initialisation (``pretrained=false`` and no checkpoint) is the honest "from scratch" baseline.
     """
 
@@ -19,7 +23,7 @@ class TimmEncoder(GATEEncoder):
     min_image_size = 32  # the total stride of timm's CNNs (32) and at least two ViT/16 patches
 
     def __init__(self, model_name: str, pretrained: bool = False, checkpoint_path: str | None = None,
-                 image_size: int = 224, augment: bool = False, **model_kwargs) -> None:
+                 image_size: int = 224, augment: bool = False, revision: str | None = None, **model_kwargs) -> None:
         super().__init__()
         import timm
 
@@ -32,6 +36,13 @@ class TimmEncoder(GATEEncoder):
         if checkpoint_path is not None and os.path.getsize(checkpoint_path) == 0:
             raise ValueError(f"encoder.checkpoint_path={checkpoint_path!r} is an empty file; give a complete weights "
                              f"file")
+        if pretrained and checkpoint_path is None:
+            hub_id = _hub_id(model_name)
+            if hub_id is not None:  # fail in seconds, not after a minute of retries, when offline
+                require_hub(hub_id, revision, f"timm model {model_name!r}",
+                            "pass encoder.checkpoint_path=<a local weights file>", filenames=WEIGHT_FILES)
+                if revision:
+                    model_kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{revision}"}
         try:
             self.model = timm.create_model(model_name, pretrained=pretrained and checkpoint_path is None,
                                            num_classes=0, checkpoint_path=checkpoint_path or "", **model_kwargs)
@@ -88,3 +99,15 @@ def _fixed_size(model) -> int | None:
 def _has_fixed_size(model) -> bool:
     dynamic = getattr(getattr(model, "patch_embed", None), "dynamic_img_size", False)
     return _fixed_size(model) is not None and not dynamic
+
+
+def _hub_id(model_name: str) -> str | None:
+    """The Hugging Face repo timm downloads ``model_name``'s pretrained weights from (None: not on the hub)."""
+    from timm.models import get_pretrained_cfg
+
+    try:
+        cfg = get_pretrained_cfg(model_name)
+    except Exception:  # noqa: BLE001 - names without a pretrained config have no hub weights
+        return None
+    hub_id = getattr(cfg, "hf_hub_id", None) if cfg is not None else None
+    return hub_id.split("@")[0] if hub_id else None

@@ -64,7 +64,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     resume = resume_point(ckpt_dir)
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
-    encoder = build_encoder(config["encoder"])
+    encoder = build_encoder(config["encoder"], config["dataset"].get("modality"))
     adapter = build_adapter(config["adapter"], encoder, build_spec(config["dataset"]))
     datamodule = build_datamodule(config, encoder, adapter)
     recipe = config["recipe"]
