@@ -64,6 +64,14 @@ class Plan:
     def run_dir(self) -> Path:
         return self.root / "tiers" / self.key
 
+    def store(self) -> ResultsStore:
+        """The results store the tier's runs append to (``paths.results`` of their configs)."""
+        results = {e.config["paths"]["results"] for e in self.experiments} or {str(self.root / "results" / "records.jsonl")}
+        if len(results) > 1:
+            raise ConfigError(f"tier {self.tier.name}: its experiments write to different results stores "
+                              f"({sorted(results)}); give them one paths.results")
+        return ResultsStore(results.pop())
+
     def mark_done(self, store: ResultsStore) -> Plan:
         """Note which experiments already have a complete record set in ``store`` (read once)."""
         ids = {e.id for e in self.experiments}
@@ -161,10 +169,17 @@ def hydra_compose_context() -> Iterator[Any]:
         restore_gh_from_backup(backup)
 
 
-def searchpath_override(search_dirs: Sequence[str | Path]) -> list[str]:
-    if not search_dirs:
+def searchpath_override(searchpath: Sequence[str]) -> list[str]:
+    """``hydra.searchpath=[...]`` for gate-run (entries as Hydra takes them: file://DIR, pkg://module)."""
+    if not searchpath:
         return []
-    return ["hydra.searchpath=[" + ",".join(f"file://{Path(d).expanduser().resolve()}" for d in search_dirs) + "]"]
+    entries = []
+    for s in searchpath:
+        s = str(s)
+        if s.startswith("file://") and not Path(s[7:]).is_absolute():
+            s = "file://" + str(Path(s[7:]).expanduser().resolve())
+        entries.append(s)
+    return ["hydra.searchpath=[" + ",".join(entries) + "]"]
 
 
 def _cls(target: Any) -> type | None:
@@ -199,7 +214,7 @@ def cannot_take(config: Mapping[str, Any]) -> str | None:
 
 
 def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
-                overrides: Sequence[str] = (), search_dirs: Sequence[str | Path] = (),
+                overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
                 check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None) -> Plan:
     """Every experiment of ``tier`` for ``encoders`` × seeds (the tier's, unless ``seeds``), with ``overrides``
     (gate-run overrides for all, after the tier's and the entry's). Raises one :class:`ConfigError` listing every
@@ -229,7 +244,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         from hydra import compose
 
         loader = gh.config_loader()
-        sp = searchpath_override(search_dirs)
+        sp = searchpath_override(searchpath)
         known = {g: set(loader.get_group_options(g)) for g in ("dataset", "encoder", "adapter")}
         for enc in encoders:
             if enc not in known["encoder"]:
