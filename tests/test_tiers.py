@@ -212,3 +212,26 @@ def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path):
     assert "submitted 2 job(s) (local" in out.stdout and out.stdout.count("done   efficientnet_lite0 × digits") == 2
     plan = expand_tier(load_tier(str(tier)), ["efficientnet_lite0"], tmp_path)
     assert complete_sets(ResultsStore(tmp_path / "results" / "records.jsonl")) == {e.id: 1 for e in plan.experiments}
+
+
+def test_slurm_options_reach_the_sbatch_script(tmp_path, monkeypatch):
+    import yaml
+    from submitit.slurm.slurm import SlurmExecutor
+
+    from gate.tiers.launchers import LaunchContext
+    from gate.tiers.launchers.submitit_array import GateRunJob, _executor
+
+    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # as if on a cluster (srun found)
+    opts = yaml.safe_load((Path(__file__).parents[1] / "conf" / "tier_run.yaml").read_text())["launcher"]
+    opts.update(partition="gpu", qos="high", account="lab", timeout_min=720, setup=["source /x/.venv/bin/activate"],
+                additional_parameters={"constraint": "a100"})
+    executor = _executor("slurm", LaunchContext(tier="small", run_dir=tmp_path, options=opts))
+    script = executor._executor._make_submission_file_text("python -m x", "uid")
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --account=lab", "#SBATCH --time=720",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB",
+                 "#SBATCH --constraint=a100", "#SBATCH --job-name=gate-small", "source /x/.venv/bin/activate",
+                 "#SBATCH --signal=USR2@90"):
+        assert line in script, line
+    assert hasattr(GateRunJob(), "checkpoint")  # preemption/timeout: submitit requeues the job
+    delayed = GateRunJob().checkpoint(["dataset=digits"], False)
+    assert isinstance(delayed.function, GateRunJob) and delayed.args == (["dataset=digits"], False)
