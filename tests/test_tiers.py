@@ -93,6 +93,18 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
     for exp in plan.experiments:  # the id gate-run computes from the same command line
         rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
         assert exp.id == experiment_id(resolved_config(compose_run(tmp_path, rest)), "finetune")
+    from gate.tiers.launchers import LaunchContext, get_launcher
+
+    lines = []
+    ctx = LaunchContext(tier="tiny", run_dir=plan.run_dir, options={}, out=str(tmp_path / "jobs.json"), echo=lines.append)
+    assert not get_launcher("json")(plan.experiments, ctx).ran
+    jobs = json.loads((tmp_path / "jobs.json").read_text())
+    assert list(jobs) == [e.id for e in plan.experiments]
+    assert all(shlex.split(c)[:2] == ["gate-run", f"paths.root={tmp_path}"] for c in jobs.values())
+    get_launcher("commands")(plan.experiments[:1], ctx)
+    assert lines[-1] == jobs[plan.experiments[0].id]
+    with pytest.raises(ConfigError, match=r"launch='nope' is unknown: choose one of \['commands', 'json', 'local'"):
+        get_launcher("nope")
     bad = dict(TINY, benchmarks=["digits", "no_such_set", "also_missing"])
     with pytest.raises(ConfigError) as err:
         expand_tier(parse_tier(bad, "bad"), ["efficientnet_lite0", "no_such_encoder"], tmp_path)
