@@ -247,3 +247,16 @@ def test_slurm_options_reach_the_sbatch_script(tmp_path, monkeypatch):
     assert hasattr(GateRunJob(), "checkpoint")  # preemption/timeout: submitit requeues the job
     delayed = GateRunJob().checkpoint(["dataset=digits"], False)
     assert isinstance(delayed.function, GateRunJob) and delayed.args == (["dataset=digits"], False)
+
+
+def test_encoders_from_your_own_config_dir(tmp_path):
+    conf = Path(__file__).parents[1] / "conf" / "encoder" / "efficientnet_lite0.yaml"
+    (tmp_path / "my_configs" / "encoder").mkdir(parents=True)
+    (tmp_path / "my_configs" / "encoder" / "my_lite.yaml").write_text(
+        conf.read_text().replace("name: efficientnet_lite0", "name: my_lite"))
+    plan = expand_tier(parse_tier(dict(TINY, seeds=[0]), "tiny"), ["my_lite"], tmp_path / "out",
+                       searchpath=[f"file://{tmp_path / 'my_configs'}"])
+    (exp,) = plan.experiments
+    assert exp.encoder == "my_lite" and f"hydra.searchpath=[file://{tmp_path / 'my_configs'}]" in exp.overrides
+    rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
+    assert exp.id == experiment_id(resolved_config(compose_run(tmp_path / "out", rest)), "finetune")

@@ -245,7 +245,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 
         loader = gh.config_loader()
         sp = searchpath_override(searchpath)
-        known = {g: set(loader.get_group_options(g)) for g in ("dataset", "encoder", "adapter")}
+        known = {g: set(loader.get_group_options(g, config_name="run", overrides=sp))
+                 for g in ("dataset", "encoder", "adapter")}
         for enc in encoders:
             if enc not in known["encoder"]:
                 problems.append(f"encoder={enc!r} is unknown: known encoders are {sorted(known['encoder'])}")
