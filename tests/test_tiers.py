@@ -109,7 +109,7 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
     with pytest.raises(ConfigError) as err:
         expand_tier(parse_tier(bad, "bad"), ["efficientnet_lite0", "no_such_encoder"], tmp_path)
     text = str(err.value)
-    assert "3 problem(s)" in text and "'no_such_set' is not registered" in text and "'also_missing'" in text
+    assert "2 problem(s)" in text and "dataset 'no_such_set' (entry 2), 'also_missing' (entry 3) are not registered" in text
     assert "encoder='no_such_encoder' is unknown" in text
     with pytest.raises(ConfigError, match="encoder minilm can take no entry of tier tiny"):
         expand_tier(parse_tier(dict(TINY, benchmarks=["digits"]), "tiny"), ["minilm"], tmp_path)
@@ -158,7 +158,7 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path):
     assert "gate-tier: error: launch=slurm needs SLURM's sbatch on PATH" in out.stderr  # found before expanding
     out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", f"paths.root={tmp_path}"])
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
-    assert "dataset 'cifar100' is not registered" in out.stderr and "dataset 'no_such_set' is not registered" in out.stderr
+    assert "dataset 'cifar100' (entry 2), 'no_such_set' (entry 3) are not registered" in out.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
 
 

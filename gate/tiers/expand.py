@@ -250,10 +250,11 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         for enc in encoders:
             if enc not in known["encoder"]:
                 problems.append(f"encoder={enc!r} is unknown: known encoders are {sorted(known['encoder'])}")
+        unknown = [f"{e.dataset!r} (entry {i})" for i, e in enumerate(tier.entries, 1) if e.dataset not in known["dataset"]]
+        if unknown:
+            problems.append(f"dataset {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not registered (no "
+                            f"conf/dataset/<name>.yaml); known datasets are {sorted(known['dataset'])}")
         for i, entry in enumerate(tier.entries, 1):
-            if entry.dataset not in known["dataset"]:
-                problems.append(f"entry {i}: dataset {entry.dataset!r} is not registered (no conf/dataset/"
-                                f"{entry.dataset}.yaml); known datasets are {sorted(known['dataset'])}")
             if entry.adapter and entry.adapter not in known["adapter"]:
                 problems.append(f"entry {i} ({entry.dataset}): adapter {entry.adapter!r} is unknown; known adapters "
                                 f"are {sorted(known['adapter'])}")
