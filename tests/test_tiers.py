@@ -40,7 +40,7 @@ def write_tier(path: Path, doc=TINY) -> Path:
     return path
 
 
-def gate_tier(args, cwd=None, timeout=600):
+def gate_tier(args, cwd=None, timeout=1800):
     env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return subprocess.run([sys.executable, "-m", "gate.cli.tier", *args], capture_output=True, text=True, env=env,
@@ -203,7 +203,7 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     assert len(lines) == 2 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     for line in lines:
-        ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=600)
+        ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=1800)
         assert ran.returncode == 0, ran.stderr[-2000:]
     theirs = ResultsStore(other / "results" / "records.jsonl").complete_records()
     ours = store.complete_records()
