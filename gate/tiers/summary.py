@@ -214,7 +214,9 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     if score_failures:
         sections.append(("Scores that failed", "<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in score_failures)
                          + "</ul>"))
-    result = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, extra_sections=sections)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the report lists them
+        result = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, extra_sections=sections)
     if len(plan.encoders) > 1:
         echo(f"[gate] tier {plan.tier.name}: {plan.encoders[0]} vs the others, per family (means of the "
              f"representative metrics; last columns: difference)")
