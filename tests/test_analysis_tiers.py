@@ -87,7 +87,7 @@ def test_tier_configs_ship_with_the_paper_benchmarks():
     conf = packaged_dataset_dir().parent / "tier"
     tiers = {f.stem: yaml.safe_load(f.read_text()) for f in conf.glob("*.yaml")}
     keys = tier_benchmarks(tiers)
-    assert {k: len(v) for k, v in keys.items()} == {"small": 8, "base": 15, "big": 21, "full": 31}
+    assert {k: len(v) for k, v in keys.items()} == {"small": 8, "base": 15, "big": 21, "full": 31, "demo": 11}
     paper = set(load_results(default_paper_table()).long["dataset"])
     assert set(keys["full"]) == paper
     assert set(keys["small"]) == {"cifar100", "cubirds", "mini_imagenet", "imagenet1k", "acdc", "clevr_math",

@@ -26,7 +26,7 @@ def fenced_bash_blocks() -> list[str]:
 
 def test_readme_opens_with_the_two_commands():
     first, second = fenced_bash_blocks()[:2]
-    assert "gate-run" in first and "install" in first
+    assert "bash scripts/install.sh && .venv/bin/gate-tier\n" in first  # the main job
     assert "pytest" in second and "install" in second
 
 
@@ -62,6 +62,6 @@ def test_activating_the_venv_puts_every_command_on_path():
     activate = Path(sys.prefix) / "bin" / "activate"
     assert activate.is_file(), "the tests run from the virtual environment scripts/install.sh creates"
     out = subprocess.run(["bash", "-c", f"source {activate} && command -v gate-run gate-score gate-analysis "
-                          f"gate-eevee && gate-run seed=abc"], capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert len(out.stdout.split()) == 4, out.stdout + out.stderr
+                          f"gate-eevee gate-tier && gate-run seed=abc"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert len(out.stdout.split()) == 5, out.stdout + out.stderr
     assert out.returncode == 2 and "gate-run: error: seed='abc'" in out.stderr

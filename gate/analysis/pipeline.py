@@ -50,7 +50,9 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                  partial_tiers: bool = False, benchmark_meta: Mapping[str, Any] | None = None,
                  benchmarks_file: str | Path | None = None,
                  dataset_config_dirs: Iterable[str | Path] | None = None, reference: str | None = "imagenet1k",
-                 filters: Mapping[str, Any] | None = None, figures: bool = True) -> AnalysisResult:
+                 filters: Mapping[str, Any] | None = None, figures: bool = True,
+                 extra_sections: Iterable[tuple[str, str]] = ()) -> AnalysisResult:
+    """``extra_sections``: (title, HTML) sections a caller adds to report.html after the tier summary."""
     out = Path(out) if out else default_out(results)
     caught: list = []
     try:
@@ -62,6 +64,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                             tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
                             benchmark_meta=benchmark_meta, benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
                             reference=reference, figures=figures, caught=caught,
+                            extra_sections=list(extra_sections),
                             options=dict(split=split, score_split=score_split, target=target, relative=relative,
                                          partial_tiers=partial_tiers, reference=reference,
                                          filters=dict(filters or {})))
@@ -72,7 +75,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
 
 def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
              partial_tiers, benchmark_meta, benchmarks_file, dataset_config_dirs, reference, figures, caught,
-             options) -> AnalysisResult:
+             options, extra_sections=()) -> AnalysisResult:
     # Imported once the input has been read and validated: a bad input is reported without waiting for them.
     from gate.analysis import figures as figs
     from gate.analysis.correlations import COLUMNS as CORR_COLUMNS
@@ -140,6 +143,6 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         out / "report.html", source=str(loaded.source), fmt_name=loaded.format, summary=summary,
         tables={"mean": mean, "std": wide_table(summary, value="std"), "n": wide_table(summary, value="n")},
         tiers=tiers_table, tier_info=bench_info, published=published if loaded.aggregates is not None else None,
-        correlations=corr, figures=fig_list, warnings_seen=seen, options=options)
+        correlations=corr, figures=fig_list, warnings_seen=seen, options=options, extra_sections=extra_sections)
     files["report.html"] = report
     return AnalysisResult(out=out, files=files, summary=summary, tiers=tiers_table, correlations=corr, warnings=seen)

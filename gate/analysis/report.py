@@ -86,8 +86,9 @@ def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -
 def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFrame, tables: dict[str, pd.DataFrame],
                  tiers: pd.DataFrame, tier_info: pd.DataFrame, published: pd.DataFrame | None,
                  correlations: pd.DataFrame, figures: Sequence[tuple[Path, str, str]], warnings_seen: Sequence[str],
-                 options: dict) -> Path:
-    """``figures``: (png path, section, caption) with section in {"overview", "tiers", "correlations"}."""
+                 options: dict, extra_sections: Sequence[tuple[str, str]] = ()) -> Path:
+    """``figures``: (png path, section, caption) with section in {"overview", "tiers", "correlations"};
+    ``extra_sections``: (title, HTML body) placed after the tier summary (gate-tier's comparison and cost)."""
     ft = summary[summary["kind"] == "finetune"]
     sc = summary[summary["kind"] == "score"]
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -118,6 +119,9 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
                  "settings on the same protocol and seed is split likewise, e.g. "
                  "<code>timm_resnet50[encoder.pretrained=false]</code>.</p>")
     parts.append(frame_html(tiers, left=("encoder",)))
+    for title, body in extra_sections:
+        parts.append(f"<h2>{html.escape(title)}</h2>")
+        parts.append(body)
     if published is not None and not published.empty:
         parts.append("<h3>Check against the published aggregates</h3>")
         parts.append("<p class='meta'>Rank agreement between these tier means and the table's own "

@@ -1,0 +1,308 @@
+"""Tier expansion: tier × encoders × seeds → experiments, each the exact ``gate-run`` it stands for.
+
+:func:`expand_tier` composes every experiment with Hydra's compose API from ``conf/run.yaml`` — the same
+composition ``gate-run`` does with the same overrides — and takes its id from
+:func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
+records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
+entries an encoder cannot take (skipped, with a note) and every error found without training, collected
+together (unknown dataset or encoder, an encoder no entry can take, a benchmark not prepared here, a config
+``gate-run`` would refuse). :meth:`Plan.mark_done` then reads the results store once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gate.errors import ConfigError
+from gate.results import ResultsStore, experiment_id, stable_hash
+from gate.tiers.spec import Entry, Tier, parse_tier
+
+
+@dataclasses.dataclass(frozen=True)
+class Experiment:
+    """One fine-tuning run of a tier: ``gate-run <overrides>``."""
+
+    id: str
+    tier: str
+    dataset: str
+    encoder: str
+    seed: int
+    overrides: tuple[str, ...]     # gate-run's command line, paths.root first
+    config: Mapping[str, Any]      # the composed, resolved config (what gate-run will run)
+
+    @property
+    def label(self) -> str:
+        return f"{self.encoder} × {self.dataset} (seed {self.seed})"
+
+
+@dataclasses.dataclass
+class Plan:
+    tier: Tier
+    encoders: tuple[str, ...]
+    root: Path
+    experiments: list[Experiment]
+    skipped: list[str]                        # "<encoder> × <dataset>: why" — entries an encoder cannot take
+    done: set[str] = dataclasses.field(default_factory=set)
+
+    @property
+    def pending(self) -> list[Experiment]:
+        return [e for e in self.experiments if e.id not in self.done]
+
+    @property
+    def key(self) -> str:
+        """``<tier>-<hash of its experiments>``: the tier run's folder name under ``<root>/tiers``."""
+        return f"{self.tier.name}-{stable_hash(sorted(e.id for e in self.experiments))[:8]}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "tiers" / self.key
+
+    def store(self) -> ResultsStore:
+        """The results store the tier's runs append to (``paths.results`` of their configs)."""
+        results = {e.config["paths"]["results"] for e in self.experiments} or {str(self.root / "results" / "records.jsonl")}
+        if len(results) > 1:
+            raise ConfigError(f"tier {self.tier.name}: its experiments write to different results stores "
+                              f"({sorted(results)}); give them one paths.results")
+        return ResultsStore(results.pop())
+
+    def mark_done(self, store: ResultsStore) -> Plan:
+        """Note which experiments already have a complete record set in ``store`` (read once)."""
+        ids = {e.id for e in self.experiments}
+        self.done = {r["experiment"] for r in store.complete_records(kind="finetune")} & ids
+        return self
+
+    def describe(self) -> list[str]:
+        n, d = len(self.experiments), len(self.done & {e.id for e in self.experiments})
+        lines = [f"[gate] tier {self.tier.name}: {n} experiment(s) = {len({e.dataset for e in self.experiments})} "
+                 f"benchmark(s) × {len(self.encoders)} encoder(s) × {len(self.tier.seeds)} seed(s); "
+                 f"{d} already done (skipped), {n - d} to run"]
+        lines += [f"  skipped: {s}" for s in self.skipped]
+        return lines
+
+
+# ---------------------------------------------------------------------------------------------- tiers
+
+
+def packaged_tier_dir() -> Path:
+    import gate.conf
+
+    return Path(gate.conf.__file__).resolve().parent / "tier"
+
+
+def known_tiers(search_dirs: Iterable[str | Path] = ()) -> list[str]:
+    names = {p.stem for d in [packaged_tier_dir(), *[Path(s) / "tier" for s in search_dirs]] if Path(d).is_dir()
+             for p in Path(d).glob("*.yaml")}
+    return sorted(names)
+
+
+def load_tier(name_or_path: str | Mapping[str, Any], search_dirs: Iterable[str | Path] = ()) -> Tier:
+    """A tier by name (``conf/tier/<name>.yaml``, or ``<dir>/tier/<name>.yaml`` of a config dir), by path to a
+    YAML file, or from an already-loaded mapping."""
+    if isinstance(name_or_path, Mapping):
+        return parse_tier(name_or_path, str(name_or_path.get("name", "tier")))
+    text = str(name_or_path)
+    candidates = ([Path(text).expanduser()] if text.endswith((".yaml", ".yml")) or "/" in text else
+                  [Path(d) / "tier" for d in search_dirs][::-1] + [packaged_tier_dir()])
+    if candidates and candidates[0].suffix in (".yaml", ".yml"):
+        path = candidates[0]
+        if not path.is_file():
+            raise ConfigError(f"tier={text!r}: no such tier file")
+    else:
+        path = next((d / f"{text}.yaml" for d in candidates if (d / f"{text}.yaml").is_file()), None)
+        if path is None:
+            raise ConfigError(f"tier={text!r} is unknown: known tiers are {known_tiers(search_dirs)} "
+                              f"(or give the path of a tier YAML file)")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"tier file {path} is not valid YAML: {' '.join(str(err).split())}") from None
+    return parse_tier(doc, path.stem)
+
+
+# ------------------------------------------------------------------------------------------ expansion
+
+
+def default_check_prepared(dataset: Mapping[str, Any]) -> str | None:
+    """Why a benchmark cannot run here without fetching it, or None. A dataset whose ``source.access`` is not
+    ``local`` and whose ``data_dir`` does not exist is not prepared. Replace it (``check_prepared=``) with the
+    data stage's own check where there is one."""
+    source = dataset.get("source") if isinstance(dataset, Mapping) else None
+    if not isinstance(source, Mapping):
+        return None
+    access = source.get("access")
+    data_dir = source.get("data_dir") or dataset.get("data_dir") or (dataset.get("builder") or {}).get("data_dir")
+    if access in (None, "local") or not data_dir or Path(str(data_dir)).expanduser().exists():
+        return None
+    return (f"dataset {dataset.get('name')!r} is not prepared here ({data_dir} does not exist); "
+            f"run gate-data prepare dataset={dataset.get('name')}")
+
+
+def _data_stage_check() -> Callable[[Mapping[str, Any]], str | None]:
+    """The data stage's check when it provides one (``gate.data.manifest.check_prepared``), else ours."""
+    try:
+        from gate.data.manifest import check_prepared  # type: ignore[attr-defined]
+    except ImportError:
+        return default_check_prepared
+    return check_prepared
+
+
+@contextlib.contextmanager
+def hydra_compose_context() -> Iterator[Any]:
+    """Hydra's compose API over ``gate.conf``, usable inside a ``@hydra.main`` app (its state is restored)."""
+    from hydra import initialize_config_module
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.initialize import get_gh_backup, restore_gh_from_backup
+
+    backup = get_gh_backup()
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_module("gate.conf", version_base=None):
+            yield GlobalHydra.instance()
+    finally:
+        restore_gh_from_backup(backup)
+
+
+def searchpath_override(searchpath: Sequence[str]) -> list[str]:
+    """``hydra.searchpath=[...]`` for gate-run (entries as Hydra takes them: file://DIR, pkg://module)."""
+    if not searchpath:
+        return []
+    entries = []
+    for s in searchpath:
+        s = str(s)
+        if s.startswith("file://") and not Path(s[7:]).is_absolute():
+            s = "file://" + str(Path(s[7:]).expanduser().resolve())
+        entries.append(s)
+    return ["hydra.searchpath=[" + ",".join(entries) + "]"]
+
+
+def _cls(target: Any) -> type | None:
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        return get_class(target)
+    except Exception:  # noqa: BLE001 - an unimportable class is reported by validation
+        return None
+
+
+def cannot_take(config: Mapping[str, Any]) -> str | None:
+    """Why this encoder cannot take this entry at all (modality, or what the adapter needs), or None.
+
+    Known without building anything: the encoder class's declared ``modalities`` (an image encoder takes video
+    frame by frame; an encoder config with a ``stem`` is assumed to take what its stem takes) and the adapter
+    class's ``needs`` against the encoder class's ``provides`` where the class declares them."""
+    enc, ds, ad = config.get("encoder") or {}, config.get("dataset") or {}, config.get("adapter") or {}
+    ecls, acls = _cls(enc.get("_target_")), _cls(ad.get("_target_"))
+    modality = ds.get("modality")
+    takes = getattr(ecls, "modalities", None)
+    if isinstance(takes, frozenset) and takes and modality and not enc.get("stem"):
+        if modality not in takes and not (modality == "video" and "image" in takes):
+            return f"{modality} dataset, the encoder takes {sorted(takes)} (no stem)"
+    provides = getattr(ecls, "provides", None)
+    needs = getattr(acls, "needs", None)
+    if isinstance(provides, frozenset) and isinstance(needs, frozenset) and not needs <= provides:
+        return f"adapter {ad.get('name')} needs {sorted(needs - provides)}, which the encoder does not provide"
+    return None
+
+
+def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
+                overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
+                check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None) -> Plan:
+    """Every experiment of ``tier`` for ``encoders`` × seeds (the tier's, unless ``seeds``), with ``overrides``
+    (gate-run overrides for all, after the tier's and the entry's). Raises one :class:`ConfigError` listing every
+    problem found without training."""
+    from hydra.errors import HydraException
+
+    from gate.build import resolved_config
+    from gate.validate import validate_run_config
+
+    check_prepared = check_prepared or _data_stage_check()
+    root = Path(root).expanduser().resolve()
+    encoders = tuple(dict.fromkeys(encoders))
+    seeds = tuple(seeds) if seeds is not None else tier.seeds
+    problems: list[str] = []
+    if not encoders:
+        problems.append("encoders=[] is invalid: name at least one encoder (encoder=a or encoder=a,b)")
+    bad_seeds = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+    if not seeds or bad_seeds:
+        problems.append(f"seeds={list(seeds)} is invalid: expected a non-empty list of integers >= 0")
+    if problems:
+        raise ConfigError(f"tier {tier.name}: " + "; ".join(problems))
+    experiments: list[Experiment] = []
+    skipped: list[str] = []
+    taken: dict[str, int] = {e: 0 for e in encoders}
+    with hydra_compose_context() as gh, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # validation warnings (small image sizes) are gate-run's to print
+        from hydra import compose
+
+        loader = gh.config_loader()
+        sp = searchpath_override(searchpath)
+        known = {g: set(loader.get_group_options(g, config_name="run", overrides=sp))
+                 for g in ("dataset", "encoder", "adapter")}
+        for enc in encoders:
+            if enc not in known["encoder"]:
+                problems.append(f"encoder={enc!r} is unknown: known encoders are {sorted(known['encoder'])}")
+        unknown = [f"{e.dataset!r} (entry {i})" for i, e in enumerate(tier.entries, 1) if e.dataset not in known["dataset"]]
+        if unknown:
+            problems.append(f"dataset {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not registered (no "
+                            f"conf/dataset/<name>.yaml); known datasets are {sorted(known['dataset'])}")
+        for i, entry in enumerate(tier.entries, 1):
+            if entry.adapter and entry.adapter not in known["adapter"]:
+                problems.append(f"entry {i} ({entry.dataset}): adapter {entry.adapter!r} is unknown; known adapters "
+                                f"are {sorted(known['adapter'])}")
+        if problems:
+            raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
+        prepared_seen: set[str] = set()
+        for entry in tier.entries:
+            for enc in encoders:
+                for seed in seeds:
+                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp)
+                    where = f"{enc} × {entry.dataset} (seed {seed})"
+                    try:
+                        cfg = compose("run", overrides=list(ovs))
+                        config = resolved_config(cfg)
+                    except (HydraException, ValueError, KeyError) as err:
+                        problems.append(f"{where}: {' '.join(str(err).split())}")
+                        continue
+                    why = cannot_take(config)
+                    if why is not None:
+                        if seed == seeds[0]:
+                            skipped.append(f"{enc} × {entry.dataset}: {why}")
+                        continue
+                    taken[enc] += 1
+                    if entry.dataset not in prepared_seen:
+                        prepared_seen.add(entry.dataset)
+                        why_not = check_prepared(config["dataset"])
+                        if why_not:
+                            problems.append(why_not)
+                    try:
+                        validate_run_config(cfg)
+                    except ConfigError as err:
+                        problems.append(f"{where}: {err}")
+                        continue
+                    experiments.append(Experiment(experiment_id(config, "finetune"), tier.name, entry.dataset, enc,
+                                                  int(seed), tuple(ovs), config))
+    for enc, n in taken.items():
+        if n == 0:
+            problems.append(f"encoder {enc} can take no entry of tier {tier.name} "
+                            f"({'; '.join(s.split(': ', 1)[1] for s in skipped if s.startswith(enc + ' × '))})")
+    if problems:
+        raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
+    return Plan(tier, encoders, root, experiments, skipped)
+
+
+def entry_overrides(tier: Tier, entry: Entry, encoder: str, seed: int, root: Path, extra: Sequence[str] = (),
+                    searchpath: Sequence[str] = ()) -> tuple[str, ...]:
+    """gate-run's command line for one experiment: output root, dataset (+ adapter), the tier's protocol, the
+    entry's, the user's extra overrides, encoder and seed."""
+    return (f"paths.root={root}", *searchpath, f"dataset={entry.dataset}",
+            *([f"adapter={entry.adapter}"] if entry.adapter else []), *tier.overrides, *entry.overrides, *extra,
+            f"encoder={encoder}", f"seed={seed}")

@@ -1,0 +1,22 @@
+"""launch=json: ``{experiment_id: command}`` of every pending experiment, written to ``out=`` (for a cluster's
+own scheduler)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from gate.errors import ConfigError
+from gate.tiers.launchers import LaunchContext, LaunchResult, shell_command
+
+
+def launch(experiments, ctx: LaunchContext) -> LaunchResult:
+    if not ctx.out:
+        raise ConfigError("launch=json needs out=<file.json> (where to write {experiment_id: command})")
+    path = Path(ctx.out).expanduser()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2) + "\n")
+    tmp.replace(path)
+    ctx.echo(f"[gate] wrote {len(experiments)} command(s) to {path.resolve()}")
+    return LaunchResult(ran=False)

@@ -1,0 +1,132 @@
+"""A tier file: plain YAML a user copies and edits (``conf/tier/<name>.yaml``).
+
+```yaml
+name: demo
+seeds: [0]                       # the GATE paper averages three: [0, 1, 2]
+score: true                      # gate-tier runs gate-score on the tier's classification datasets afterwards
+overrides: {logger: csv, image_size: 32}   # gate-run overrides for every entry (the tier's protocol)
+score_overrides: {max_samples: 500}         # gate-score overrides (image_size follows the entry's)
+benchmarks:
+  - fashion_mnist                              # a dataset key: its default adapter, the tier's protocol
+  - dataset: fmnist_seg                        # or a mapping:
+    adapter: segmentation                      #   optional (default: the dataset's own)
+    overrides: {image_size: 64, trainer.max_steps: 80}   # this entry's protocol (wins over the tier's)
+```
+
+Override values are written as Hydra overrides (``key=value``; lists as ``[a,b]``); a key may also be a
+config group (``experiment: paper_finetune``). The recipe follows the encoder's architecture family
+(encoder configs choose it), so entries do not name one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from gate.errors import ConfigError
+
+ENTRY_KEYS = ("dataset", "adapter", "overrides", "note")
+TIER_KEYS = ("name", "seeds", "score", "overrides", "score_overrides", "benchmarks", "notes")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    dataset: str
+    adapter: str | None = None
+    overrides: tuple[str, ...] = ()
+    note: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Tier:
+    name: str
+    entries: tuple[Entry, ...]
+    seeds: tuple[int, ...] = (0,)
+    score: bool = False
+    overrides: tuple[str, ...] = ()
+    score_overrides: tuple[str, ...] = ()
+
+
+def render_value(value: Any) -> str:
+    """A plain value as the right-hand side of a Hydra override."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(render_value(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ",".join(f"{k}:{render_value(v)}" for k, v in value.items()) + "}"
+    text = str(value)
+    if text == "" or any(ch in text for ch in " ,[]{}()='\"\\:"):
+        return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return text
+
+
+def render_overrides(overrides: Any, where: str) -> tuple[str, ...]:
+    """A mapping ``{key: value}`` (or a list of ``key=value`` strings) as Hydra override strings."""
+    if overrides is None:
+        return ()
+    if isinstance(overrides, Mapping):
+        return tuple(f"{k}={render_value(v)}" for k, v in overrides.items())
+    if isinstance(overrides, (list, tuple)) and all(isinstance(o, str) and "=" in o for o in overrides):
+        return tuple(overrides)
+    raise ConfigError(f"{where}: overrides={overrides!r} is invalid: expected a mapping of key: value "
+                      f"(or a list of 'key=value' strings)")
+
+
+def parse_tier(doc: Any, source: str) -> Tier:
+    """A :class:`Tier` from a tier file's content; every problem is reported together."""
+    if not isinstance(doc, Mapping):
+        raise ConfigError(f"tier {source}: expected a mapping with name, seeds and benchmarks, got {type(doc).__name__}")
+    problems: list[str] = []
+    name = str(doc.get("name") or source)
+    unknown = sorted(set(doc) - set(TIER_KEYS))
+    if unknown:
+        problems.append(f"unknown key(s) {unknown}: a tier has {list(TIER_KEYS)}")
+    seeds = doc.get("seeds", [0])
+    if isinstance(seeds, int) and not isinstance(seeds, bool):
+        seeds = [seeds]
+    if (not isinstance(seeds, (list, tuple)) or not seeds
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
+        problems.append(f"seeds={seeds!r} is invalid: expected a non-empty list of integers >= 0")
+        seeds = [0]
+    entries: list[Entry] = []
+    items = doc.get("benchmarks")
+    if not isinstance(items, (list, tuple)) or not items:
+        problems.append(f"benchmarks={items!r} is invalid: expected a non-empty list of dataset keys or "
+                        f"{{dataset: ..., adapter: ..., overrides: {{...}}}} entries")
+        items = []
+    for i, item in enumerate(items):
+        where = f"entry {i + 1}"
+        if isinstance(item, str):
+            entries.append(Entry(item))
+            continue
+        if not isinstance(item, Mapping) or not isinstance(item.get("dataset"), str) or not item.get("dataset"):
+            problems.append(f"{where}: {item!r} is invalid: expected a dataset key or a mapping with a 'dataset' key")
+            continue
+        extra = sorted(set(item) - set(ENTRY_KEYS))
+        if extra:
+            problems.append(f"{where} ({item['dataset']}): unknown key(s) {extra}: an entry has {list(ENTRY_KEYS)}")
+        try:
+            ovs = render_overrides(item.get("overrides"), f"{where} ({item['dataset']})")
+        except ConfigError as err:
+            problems.append(str(err))
+            ovs = ()
+        adapter = item.get("adapter")
+        entries.append(Entry(item["dataset"], str(adapter) if adapter else None, ovs, str(item.get("note") or "")))
+    try:
+        overrides = render_overrides(doc.get("overrides"), "tier overrides")
+        score_overrides = render_overrides(doc.get("score_overrides"), "tier score_overrides")
+    except ConfigError as err:
+        problems.append(str(err))
+        overrides = score_overrides = ()
+    score = doc.get("score", False)
+    if not isinstance(score, bool):
+        problems.append(f"score={score!r} is invalid: expected true or false")
+    if problems:
+        raise ConfigError(f"tier {name}: " + "; ".join(problems))
+    return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(score), overrides, score_overrides)

@@ -1,0 +1,232 @@
+"""After a tier's last job: its transferability scores (optional), cost, encoder-vs-encoder table and report.
+
+Everything is computed from the results store, restricted to the tier's experiments: the tier's fine-tuning
+records (complete sets only) and the score records of its classification datasets, copied to
+``<out>/records.jsonl`` so ``gate-analysis results=<out>/records.jsonl`` reproduces the report.
+
+Cost comes from each experiment's run facts (``facts`` of its records): ``wall_seconds``, ``cpu_seconds``,
+``gpu_hours``, ``energy_kwh``. A fact missing from a record (or null) is unmeasured: sums are over measured
+experiments only and ``*_measured`` says how many that is; nothing is estimated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import math
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from gate.results import experiment_id
+
+COST_FACTS = (("wall_seconds", "wall_hours", 1 / 3600), ("cpu_seconds", "cpu_hours", 1 / 3600),
+              ("gpu_hours", "gpu_hours", 1.0), ("energy_kwh", "energy_kwh", 1.0))
+
+
+@dataclasses.dataclass
+class TierSummary:
+    out: Path
+    report: Path
+    cost: pd.DataFrame
+    comparison: pd.DataFrame
+    score_failures: list[str]
+
+
+# --------------------------------------------------------------------------------------------- scores
+
+
+def score_tier(plan, *, overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
+               echo: Callable[..., None] = print) -> tuple[set[str], list[str]]:
+    """gate-score (the library stage) for every encoder × classification dataset the tier ran; returns the
+    score experiment ids and the failures (one line each). Already stored scores are not recomputed."""
+    from gate.build import resolved_config
+    from gate.scoring import run_score
+    from gate.tiers.expand import hydra_compose_context, searchpath_override
+
+    pairs = {}
+    for exp in plan.experiments:
+        if exp.config["dataset"].get("task") == "classification" and exp.seed == plan.experiments[0].seed:
+            pairs.setdefault((exp.encoder, exp.dataset), exp)
+    ids, failures = set(), []
+    with hydra_compose_context(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from hydra import compose
+
+        for (enc, ds), exp in pairs.items():
+            ovs = [f"paths.root={plan.root}", *searchpath_override(searchpath), f"dataset={ds}", f"encoder={enc}",
+                   f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
+                   *overrides]
+            started = time.monotonic()
+            try:
+                cfg = compose("score", overrides=ovs)
+                ids.add(experiment_id(resolved_config(cfg), "score"))
+                result = run_score(cfg)
+            except Exception as err:  # noqa: BLE001 - one failed score does not lose the tier's report
+                failures.append(f"gate-score {enc} × {ds}: {' '.join(str(err).split())[:300]}")
+                echo(f"[gate] score  FAILED {enc} × {ds}: {failures[-1]}", flush=True)
+                continue
+            what = "already stored" if result.skipped else f"{len(result.values)} score(s)"
+            echo(f"[gate] score  {enc} × {ds}: {what} ({time.monotonic() - started:.0f}s)", flush=True)
+    return ids, failures
+
+
+# ----------------------------------------------------------------------------------------------- cost
+
+
+def experiment_facts(records: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per fine-tuning experiment: encoder, dataset, seed and its cost facts (NaN = unmeasured)."""
+    rows = {}
+    for r in records:
+        if r.get("kind") != "finetune" or r["experiment"] in rows:
+            continue
+        facts = r.get("facts") or {}
+        row = {"experiment": r["experiment"], "encoder": r["encoder"], "dataset": r["dataset"], "seed": r["seed"],
+               "device": facts.get("device", "")}
+        for key, _, _ in COST_FACTS:
+            value = facts.get(key)
+            row[key] = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
+        rows[r["experiment"]] = row
+    return pd.DataFrame(list(rows.values()), columns=["experiment", "encoder", "dataset", "seed", "device",
+                                                      *[k for k, _, _ in COST_FACTS]])
+
+
+def cost_table(facts: pd.DataFrame) -> pd.DataFrame:
+    """Cost per benchmark, per encoder and in total: experiments, and per fact its sum (in hours / kWh) and how
+    many experiments measured it. A sum over no measured experiment is NaN (unmeasured), never 0."""
+    out = []
+    for scope, column in (("benchmark", "dataset"), ("encoder", "encoder"), ("total", None)):
+        groups = facts.groupby(column, sort=False) if column else [("all", facts)]
+        for key, rows in groups:
+            row = {"scope": scope, "key": key, "experiments": len(rows)}
+            for fact, name, factor in COST_FACTS:
+                measured = rows[fact].notna()
+                row[name] = float(rows.loc[measured, fact].sum() * factor) if measured.any() else math.nan
+                row[f"{name}_measured"] = int(measured.sum())
+            out.append(row)
+    return pd.DataFrame(out)
+
+
+def format_cost(cost: pd.DataFrame) -> list[str]:
+    """The cost table as aligned text lines (unmeasured → "—")."""
+    cols = ["wall_hours", "cpu_hours", "gpu_hours", "energy_kwh"]
+    head = f"  {'':<9} {'':<22} {'runs':>4}  " + "  ".join(f"{c:>12}" for c in cols)
+    lines = [head]
+    for row in cost.itertuples(index=False):
+        cells = []
+        for c in cols:
+            v, n = getattr(row, c), getattr(row, f"{c}_measured")
+            cells.append(f"{'—':>12}" if n == 0 else f"{v:12.4f}" + ("" if n == row.experiments else "*"))
+        lines.append(f"  {row.scope:<9} {str(row.key):<22} {row.experiments:>4}  " + "  ".join(cells))
+    lines.append("  (— = not measured by these runs; * = measured for some of the runs only)")
+    return lines
+
+
+# ------------------------------------------------------------------------------------------ comparison
+
+
+def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: str) -> pd.DataFrame:
+    """Per task family and for the tier mean: each encoder's mean, and the first encoder minus each other one
+    (pretrained vs scratch in the demo). Rows: ``family`` = family name or ``<tier> (tier mean)``."""
+    if tiers_table.empty:
+        return pd.DataFrame(columns=["family", *encoders])
+    t = tiers_table.set_index("encoder")
+    present = [e for e in encoders if e in t.index]
+    cols = [c for c in t.columns if c.startswith("family:") and not c.endswith((":rank", ":n"))]
+    rows = []
+    for col, label in [(f"tier:{tier}", f"{tier} (tier mean)")] + [(c, c.split(":", 1)[1]) for c in cols]:
+        if col not in t.columns:
+            continue
+        row = {"family": label, **{e: float(t.loc[e, col]) for e in present}}
+        for other in present[1:]:
+            row[f"{present[0]} − {other}"] = row[present[0]] - row[other]
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def format_comparison(comp: pd.DataFrame) -> list[str]:
+    if comp.empty:
+        return ["  (no tier or family means: see the report's warnings)"]
+    cols = [c for c in comp.columns if c != "family"]
+    width = max(len(str(f)) for f in comp["family"])
+    lines = [f"  {'family':<{width}}  " + "  ".join(f"{c:>{max(12, len(c))}}" for c in cols)]
+    for _, row in comp.iterrows():
+        cells = []
+        for c in cols:
+            v = row[c]
+            text = "" if pd.isna(v) else (f"{v:+.4f}" if "−" in c else f"{v:.4f}")
+            cells.append(f"{text:>{max(12, len(c))}}")
+        lines.append(f"  {row['family']:<{width}}  " + "  ".join(cells))
+    return lines
+
+
+# --------------------------------------------------------------------------------------------- report
+
+
+def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = frozenset(),
+                   score_failures: Sequence[str] = (), failed: Sequence[Any] = (),
+                   echo: Callable[..., None] = print) -> TierSummary:
+    """Write ``<reports_dir>/tier-<tier>/``: records.jsonl, cost.csv, comparison.csv and the analysis report with
+    the comparison and cost tables; print both tables."""
+    from gate.analysis.pipeline import run_analysis
+    from gate.analysis.report import frame_html
+
+    store = plan.store()
+    ids = {e.id for e in plan.experiments}
+    records = [r for r in store.complete_records() if (r.get("kind") == "finetune" and r["experiment"] in ids)
+               or (r.get("kind") == "score" and r["experiment"] in score_ids)]
+    out = Path(reports_dir) / f"tier-{plan.tier.name}"
+    out.mkdir(parents=True, exist_ok=True)
+    subset = out / "records.jsonl"
+    tmp = subset.with_name(subset.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
+    tmp.replace(subset)
+
+    cost = cost_table(experiment_facts(records))
+    cost.to_csv(out / "cost.csv", index=False)
+    ran = list(dict.fromkeys(e.dataset for e in plan.experiments))
+    sections = []
+    note = (f"{len({r['experiment'] for r in records if r['kind'] == 'finetune'})} of {len(plan.experiments)} "
+            f"experiment(s) of tier {html.escape(plan.tier.name)} have results")
+    if failed:
+        note += "; failed: " + ", ".join(html.escape(getattr(e, "label", str(e))) for e, _ in failed)
+    skipped = "".join(f"<li>{html.escape(s)}</li>" for s in plan.skipped)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        first = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, figures=False)
+    comparison = compare_encoders(first.tiers, plan.encoders, plan.tier.name)
+    comparison.to_csv(out / "comparison.csv", index=False)
+    if len(plan.encoders) > 1:
+        sections.append((f"{plan.encoders[0]} vs the other encoders, per task family",
+                         f"<p class='meta'>{note}. Mean of each family's representative metrics (turned so that higher "
+                         f"is better); the last columns are {html.escape(plan.encoders[0])} minus each other encoder "
+                         f"(positive: {html.escape(plan.encoders[0])} is better).</p>"
+                         + frame_html(comparison, left=("family",))
+                         + (f"<p class='meta'>Skipped entries:</p><ul>{skipped}</ul>" if skipped else "")))
+    sections.append(("Cost of the tier", "<p class='meta'>Sums of the runs' measured facts (wall-clock, CPU and GPU "
+                                         "hours, energy); empty = not measured by these runs, never estimated.</p>"
+                     + frame_html(cost, left=("scope", "key"))))
+    if score_failures:
+        sections.append(("Scores that failed", "<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in score_failures)
+                         + "</ul>"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the report lists them
+        result = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, extra_sections=sections)
+    if len(plan.encoders) > 1:
+        echo(f"[gate] tier {plan.tier.name}: {plan.encoders[0]} vs the others, per family (means of the "
+             f"representative metrics; last columns: difference)")
+        for line in format_comparison(comparison):
+            echo(line)
+    echo(f"[gate] cost of tier {plan.tier.name} (from the records' facts):")
+    for line in format_cost(cost):
+        echo(line)
+    if not result.correlations.empty:
+        echo(f"[gate] score-vs-accuracy correlations: {len(result.correlations)} row(s) in {out / 'correlations.csv'}")
+    elif score_ids:
+        echo("[gate] score-vs-accuracy correlations need >= 3 encoders per dataset; none with these encoders")
+    return TierSummary(out, result.files["report.html"], cost, comparison, list(score_failures))

@@ -1,0 +1,262 @@
+"""gate-tier: expansion, launchers, resumability and bad input (CPU, offline, tiny tiers written to tmp)."""
+
+import json
+import math
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from gate.build import resolved_config
+from gate.cli.tier import normalise_args
+from gate.errors import ConfigError
+from gate.results import ResultsStore, experiment_id
+from gate.tiers.expand import expand_tier, load_tier
+from gate.tiers.spec import parse_tier, render_value
+from gate.tiers.summary import compare_encoders, cost_table, experiment_facts
+
+from helpers import compose_run
+
+# Two tiny experiments (digits × efficientnet_lite0 × seeds 0 and 1), long enough to be killed mid-run.
+TINY = {
+    "name": "tiny", "seeds": [0, 1], "score": False,
+    "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 30,
+                  "trainer.val_check_interval": 10, "data.batch_size": 16, "data.max_train_samples": 200,
+                  "data.max_val_samples": 60, "data.max_test_samples": 60},
+    "benchmarks": ["digits", {"dataset": "bbc_news", "note": "text: skipped for image encoders"}],
+}
+
+
+def write_tier(path: Path, doc=TINY) -> Path:
+    import yaml
+
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return path
+
+
+def gate_tier(args, cwd=None, timeout=1800):
+    env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    return subprocess.run([sys.executable, "-m", "gate.cli.tier", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout, cwd=cwd)
+
+
+def complete_sets(store: ResultsStore) -> dict[str, int]:
+    """experiment → number of complete record sets (attempts) stored."""
+    attempts: dict[str, set] = {}
+    for r in store.complete_records(kind="finetune"):
+        attempts.setdefault(r["experiment"], set()).add(r["attempt"])
+    return {k: len(v) for k, v in attempts.items()}
+
+
+# ------------------------------------------------------------------------------------------ unit tests
+
+
+def test_encoder_lists_and_tier_paths_are_read_before_hydra():
+    assert normalise_args(["encoder=a,b,c", "seeds=0,1", "tier=/x/my.yaml", "launch=local"]) == [
+        "encoders=[a,b,c]", "seeds=[0,1]", "tier_file=/x/my.yaml", "launch=local"]
+    assert normalise_args(["encoder=a", "encoders=[a,b]", "tier=small"]) == ["encoders=[a]", "encoders=[a,b]", "tier=small"]
+
+
+def test_tier_files_parse_and_bad_ones_list_every_problem():
+    tier = parse_tier(TINY, "tiny")
+    assert tier.seeds == (0, 1) and [e.dataset for e in tier.entries] == ["digits", "bbc_news"]
+    assert "ensembles=[1]" in tier.overrides and "trainer.max_steps=30" in tier.overrides
+    assert render_value("a b") == "'a b'" and render_value(None) == "null" and render_value([1, 2]) == "[1,2]"
+    with pytest.raises(ConfigError) as err:
+        parse_tier({"name": "bad", "seeds": [-1], "benchmarks": [{"adapter": "x"}, {"dataset": "digits", "steps": 3}],
+                    "colour": "red"}, "bad")
+    text = str(err.value)
+    for part in ("colour", "seeds=[-1]", "entry 1", "entry 2 (digits): unknown key(s) ['steps']"):
+        assert part in text
+    for name in ("small", "base", "big", "full", "demo"):
+        loaded = load_tier(name)
+        assert len(loaded.entries) == {"small": 8, "base": 15, "big": 21, "full": 31, "demo": 11}[name]
+        assert loaded.seeds == ((0,) if name == "demo" else (0, 1, 2))
+    with pytest.raises(ConfigError, match=r"tier='nope' is unknown: known tiers are \['base', 'big', 'demo'"):
+        load_tier("nope")
+
+
+def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lists_every_error(tmp_path):
+    plan = expand_tier(parse_tier(TINY, "tiny"), ["efficientnet_lite0", "minilm"], tmp_path)
+    assert [(e.encoder, e.dataset, e.seed) for e in plan.experiments] == [
+        ("efficientnet_lite0", "digits", 0), ("efficientnet_lite0", "digits", 1),
+        ("minilm", "bbc_news", 0), ("minilm", "bbc_news", 1)]
+    assert plan.skipped == ["minilm × digits: image dataset, the encoder takes ['text'] (no stem)",
+                            "efficientnet_lite0 × bbc_news: text dataset, the encoder takes ['image'] (no stem)"]
+    for exp in plan.experiments:  # the id gate-run computes from the same command line
+        rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
+        assert exp.id == experiment_id(resolved_config(compose_run(tmp_path, rest)), "finetune")
+    from gate.tiers.launchers import LaunchContext, get_launcher
+
+    lines = []
+    ctx = LaunchContext(tier="tiny", run_dir=plan.run_dir, options={}, out=str(tmp_path / "jobs.json"), echo=lines.append)
+    assert not get_launcher("json")(plan.experiments, ctx).ran
+    jobs = json.loads((tmp_path / "jobs.json").read_text())
+    assert list(jobs) == [e.id for e in plan.experiments]
+    assert all(shlex.split(c)[:2] == ["gate-run", f"paths.root={tmp_path}"] for c in jobs.values())
+    get_launcher("commands")(plan.experiments[:1], ctx)
+    assert lines[-1] == jobs[plan.experiments[0].id]
+    with pytest.raises(ConfigError, match=r"launch='nope' is unknown: choose one of \['commands', 'json', 'local'"):
+        get_launcher("nope")
+    bad = dict(TINY, benchmarks=["digits", "no_such_set", "also_missing"])
+    with pytest.raises(ConfigError) as err:
+        expand_tier(parse_tier(bad, "bad"), ["efficientnet_lite0", "no_such_encoder"], tmp_path)
+    text = str(err.value)
+    assert "2 problem(s)" in text and "dataset 'no_such_set' (entry 2), 'also_missing' (entry 3) are not registered" in text
+    assert "encoder='no_such_encoder' is unknown" in text
+    with pytest.raises(ConfigError, match="encoder minilm can take no entry of tier tiny"):
+        expand_tier(parse_tier(dict(TINY, benchmarks=["digits"]), "tiny"), ["minilm"], tmp_path)
+    not_here = expand_tier.__wrapped__ if hasattr(expand_tier, "__wrapped__") else expand_tier
+    with pytest.raises(ConfigError, match="not prepared here; run gate-data prepare dataset=digits"):
+        not_here(parse_tier(dict(TINY, benchmarks=["digits"]), "tiny"), ["efficientnet_lite0"], tmp_path,
+                 check_prepared=lambda ds: f"dataset {ds['name']} is not prepared here; run gate-data prepare "
+                                           f"dataset={ds['name']}")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cost_sums_what_was_measured_and_never_invents_the_rest():
+    recs = [
+        {"kind": "finetune", "experiment": "a", "encoder": "p", "dataset": "d1", "seed": 0,
+         "facts": {"wall_seconds": 3600, "gpu_hours": 0.5, "energy_kwh": None}},
+        {"kind": "finetune", "experiment": "a", "encoder": "p", "dataset": "d1", "seed": 0,
+         "facts": {"wall_seconds": 3600, "gpu_hours": 0.5}},   # same set: counted once
+        {"kind": "finetune", "experiment": "b", "encoder": "s", "dataset": "d1", "seed": 0,
+         "facts": {"wall_seconds": 1800, "cpu_seconds": 7200}},
+    ]
+    cost = cost_table(experiment_facts(recs)).set_index(["scope", "key"])
+    total = cost.loc[("total", "all")]
+    assert total["experiments"] == 2 and total["wall_hours"] == pytest.approx(1.5)
+    assert total["gpu_hours"] == pytest.approx(0.5) and total["gpu_hours_measured"] == 1
+    assert total["cpu_hours"] == pytest.approx(2.0) and math.isnan(total["energy_kwh"])
+    assert cost.loc[("encoder", "s"), "gpu_hours_measured"] == 0 and math.isnan(cost.loc[("encoder", "s"), "gpu_hours"])
+
+
+def test_encoder_comparison_per_family():
+    tiers = pd.DataFrame({"encoder": ["pre", "scratch"], "tier:demo": [0.7, 0.5], "tier:demo:rank": [1, 2],
+                          "family:Img Class": [0.9, 0.6], "family:Img Class:rank": [1, 2], "family:Img Seg": [0.3, 0.4]})
+    comp = compare_encoders(tiers, ["pre", "scratch"], "demo").set_index("family")
+    assert comp.loc["demo (tier mean)", "pre − scratch"] == pytest.approx(0.2)
+    assert comp.loc["Img Class", "pre − scratch"] == pytest.approx(0.3)
+    assert comp.loc["Img Seg", "pre − scratch"] == pytest.approx(-0.1)
+
+
+def test_bad_input_is_one_line_before_anything_runs(tmp_path):
+    out = gate_tier(["tier=nosuch", f"paths.root={tmp_path}"])
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "gate-tier: error: tier='nosuch' is unknown: known tiers are ['base', 'big', 'demo', 'full', 'small']" \
+        in out.stderr
+    tier = write_tier(tmp_path / "t.yaml", dict(TINY, benchmarks=["digits", "cifar100", "no_such_set"]))
+    out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", "launch=slurm", f"paths.root={tmp_path}"])
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "gate-tier: error: launch=slurm needs SLURM's sbatch on PATH" in out.stderr  # found before expanding
+    out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", f"paths.root={tmp_path}"])
+    assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert "dataset 'cifar100' (entry 2), 'no_such_set' (entry 3) are not registered" in out.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
+
+
+# ----------------------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path):
+    tier = write_tier(tmp_path / "tiny.yaml")
+    root = tmp_path / "local"
+    args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local"]
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-m", "gate.cli.tier", *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 600
+    while time.time() < deadline and not list((root / "runs").glob("*/checkpoints/step=10.ckpt")):
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)  # the launcher dies mid-run; its job dies with it
+    proc.wait()
+    assert list((root / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 600 s"
+    out = gate_tier(args)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "2 experiment(s)" in out.stdout and "skipped: efficientnet_lite0 × bbc_news" in out.stdout
+    report = Path(out.stdout.strip().splitlines()[-1].removeprefix("[gate] report: "))
+    assert report.name == "report.html" and report.parent.name == "tier-tiny" and "Cost of the tier" in report.read_text()
+    store = ResultsStore(root / "results" / "records.jsonl")
+    plan = expand_tier(load_tier(str(tier)), ["efficientnet_lite0"], root)
+    ids = {e.id for e in plan.experiments}
+    assert complete_sets(store) == {i: 1 for i in ids}  # each experiment: exactly one complete record set
+    raw = (root / "results" / "records.jsonl").read_text().splitlines()
+    assert all(json.loads(line) for line in raw)  # no corrupt line
+    again = gate_tier([*args, "report=false"])  # a finished tier: nothing trains, everything is reported done
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "2 already done (skipped), 0 to run" in again.stdout and "nothing to train" in again.stdout
+    assert (root / "results" / "records.jsonl").read_text().splitlines() == raw
+
+    # launch=commands, each printed line run by a shell: the same experiments, the same records.
+    other = tmp_path / "commands"
+    listed = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={other}", "launch=commands"])
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    lines = [ln for ln in listed.stdout.splitlines() if ln.strip()]
+    assert len(lines) == 2 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
+    for line in lines:
+        ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=1800)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+    theirs = ResultsStore(other / "results" / "records.jsonl").complete_records()
+    ours = store.complete_records()
+    assert {r["experiment"] for r in theirs} == ids
+    assert sorted((r["experiment"], r["split"], r["metric"]) for r in theirs) == \
+        sorted((r["experiment"], r["split"], r["metric"]) for r in ours)
+    assert [r["config"] for r in sorted(theirs, key=lambda r: (r["experiment"], r["metric"]))] == \
+        [r["config"] for r in sorted(ours, key=lambda r: (r["experiment"], r["metric"]))]
+
+
+@pytest.mark.slow
+def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path):
+    doc = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 4, "trainer.val_check_interval": 2}))
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={tmp_path}", "launch=submitit_local",
+                     "report=false", "launcher.poll_seconds=0.5"])
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "submitted 2 job(s) (local" in out.stdout and out.stdout.count("done   efficientnet_lite0 × digits") == 2
+    plan = expand_tier(load_tier(str(tier)), ["efficientnet_lite0"], tmp_path)
+    assert complete_sets(ResultsStore(tmp_path / "results" / "records.jsonl")) == {e.id: 1 for e in plan.experiments}
+
+
+def test_slurm_options_reach_the_sbatch_script(tmp_path, monkeypatch):
+    import yaml
+    from submitit.slurm.slurm import SlurmExecutor
+
+    from gate.tiers.launchers import LaunchContext
+    from gate.tiers.launchers.submitit_array import GateRunJob, _executor
+
+    monkeypatch.setattr(SlurmExecutor, "affinity", classmethod(lambda cls: 1))  # as if on a cluster (srun found)
+    opts = yaml.safe_load((Path(__file__).parents[1] / "conf" / "tier_run.yaml").read_text())["launcher"]
+    opts.update(partition="gpu", qos="high", account="lab", timeout_min=720, setup=["source /x/.venv/bin/activate"],
+                additional_parameters={"constraint": "a100"})
+    executor = _executor("slurm", LaunchContext(tier="small", run_dir=tmp_path, options=opts))
+    script = executor._executor._make_submission_file_text("python -m x", "uid")
+    for line in ("#SBATCH --partition=gpu", "#SBATCH --qos=high", "#SBATCH --account=lab", "#SBATCH --time=720",
+                 "#SBATCH --gpus-per-node=1", "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB",
+                 "#SBATCH --constraint=a100", "#SBATCH --job-name=gate-small", "source /x/.venv/bin/activate",
+                 "#SBATCH --signal=USR2@90"):
+        assert line in script, line
+    assert hasattr(GateRunJob(), "checkpoint")  # preemption/timeout: submitit requeues the job
+    delayed = GateRunJob().checkpoint(["dataset=digits"], False)
+    assert isinstance(delayed.function, GateRunJob) and delayed.args == (["dataset=digits"], False)
+
+
+def test_encoders_from_your_own_config_dir(tmp_path):
+    conf = Path(__file__).parents[1] / "conf" / "encoder" / "efficientnet_lite0.yaml"
+    (tmp_path / "my_configs" / "encoder").mkdir(parents=True)
+    (tmp_path / "my_configs" / "encoder" / "my_lite.yaml").write_text(
+        conf.read_text().replace("name: efficientnet_lite0", "name: my_lite"))
+    plan = expand_tier(parse_tier(dict(TINY, seeds=[0]), "tiny"), ["my_lite"], tmp_path / "out",
+                       searchpath=[f"file://{tmp_path / 'my_configs'}"])
+    (exp,) = plan.experiments
+    assert exp.encoder == "my_lite" and f"hydra.searchpath=[file://{tmp_path / 'my_configs'}]" in exp.overrides
+    rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
+    assert exp.id == experiment_id(resolved_config(compose_run(tmp_path / "out", rest)), "finetune")
