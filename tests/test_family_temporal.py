@@ -56,7 +56,7 @@ def test_forward_backward_on_a_real_batch(built):
     cfg, encoder, spec, adapter, datamodule = built
     assert isinstance(adapter, TemporalRegressor if spec.task == "temporal_regression" else TemporalClassifier)
     batch = next(iter(datamodule.train_dataloader()))
-    assert batch["video"].shape == (4, 8, 3, 32, 32)  # adapter.clips_per_batch clips of options.frames frames
+    assert batch["video"].shape == (4, cfg.dataset.options.frames, 3, 32, 32)  # adapter.clips_per_batch clips of options.frames frames
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)
     assert predictions.shape == ((4, 10) if spec.task == "temporal_classification" else (4,))
