@@ -104,10 +104,15 @@ def compose_dataset(overrides: Sequence[str], action: str) -> DictConfig:
 def do_prepare(overrides: Sequence[str]) -> None:
     from gate.build import build_splits, manifest_dir_of
     from gate.data import hub
+    from gate.errors import ConfigError
 
     cfg = compose_dataset(overrides, "prepare")
     prepare_process(cfg)
     source = _plain(cfg, "dataset.source") or {}
+    problems = hub.source_problems(source) if source else []
+    if problems:
+        raise ConfigError(f"dataset {cfg.dataset.name!r}: its source block is invalid: {'; '.join(problems)} "
+                          f"(the schema: gate/data/hub.py)")
     force = bool(cfg.get("force", False))
     data_dir = Path(str(cfg.dataset.get("data_dir") or ""))
     if source:

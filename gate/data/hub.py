@@ -1,18 +1,31 @@
 """Local-first sources: a benchmark is read from a local copy laid out exactly like its source.
 
-A dataset config's ``source:`` block says where the data comes from::
+A dataset config's ``source:`` block says where the data comes from, in one schema for every benchmark
+(:func:`source_problems` checks it)::
 
     source:
       kind: hf               # hf (a Hugging Face dataset repo) | url (official archives) | kaggle | registration
-      repo_id: uoft-cs/cifar100
-      revision: <commit sha> # pinned; `pinned: false` where no commit could be verified (a branch name)
-      access: open          # open | gated | registration | kaggle
-      files: {train: [cifar100/train-*.parquet], test: [cifar100/test-*.parquet]}   # paths inside the repo
+      repo_id: uoft-cs/cifar100                       # hf: the dataset repo
+      revision: <commit sha> # hf: pinned; a branch name (main, refs/convert/parquet) where no commit was verified
+      pinned: true           # whether the revision (or sha256) fixes the content; false says it does not
+      access: open           # open | gated | registration | kaggle
+      licence: ...           # licence or terms of use
+      homepage: https://...  # the source's own page (registration: where to register and download)
+      size: 160 MB           # the download, roughly
+      files: {train: [cifar100/train-*.parquet], test: [cifar100/test-*.parquet]}   # hf: paths inside the repo
+      unpack: {data/archive.zip: subfolder}           # hf: repo archives to extract into <data_dir>/<subfolder>
+      urls:                  # url (and extra files of an hf source): downloaded by gate-data prepare
+        - {url: https://..., sha256: null, to: subfolder}   # an archive is extracted, a plain file copied, into
+                                                            # <data_dir>/<to> (default: <data_dir> itself)
+      slug: owner/name       # kaggle: the dataset (or competition, with competition: true)
+      layout: ...            # what the local copy must hold where the source's own layout is not obvious
+      verified: ...          # what was checked against the real source, and what was not
 
 and ``dataset.data_dir`` (default ``${paths.data}/<key>``) holds the copy: for a hub source the repo's own files at
 the same paths (``gate-data prepare`` downloads them there with ``huggingface_hub.snapshot_download``; a user on
 a cluster prepares on a login node and runs anywhere). Loading never touches the network: a copy that is not on
-disk is a :class:`~gate.errors.DatasetUnavailable` saying what to download, from where, and where to put it.
+disk is a :class:`~gate.errors.DatasetUnavailable` saying what to download, from where, and where to put it
+(:func:`how_to_get`).
 """
 
 from __future__ import annotations
@@ -31,6 +44,42 @@ from ..errors import DatasetUnavailable, GateError
 SOURCE_FILE = ".gate_source.json"  # written by gate-data prepare: what was downloaded (repo, revision, commit)
 KINDS = ("hf", "url", "kaggle", "registration")
 ACCESS = ("open", "gated", "registration", "kaggle")
+SOURCE_KEYS = ("kind", "repo_id", "revision", "pinned", "access", "licence", "homepage", "size", "files", "unpack",
+               "urls", "slug", "competition", "layout", "verified")
+#: What each kind needs besides kind, access and pinned.
+REQUIRED = {"hf": ("repo_id", "revision"), "url": ("urls",), "kaggle": ("slug",), "registration": ("homepage",)}
+
+
+def source_problems(source: Any) -> list[str]:
+    """Every way a ``source:`` block breaks the schema of this module's docstring (empty: it is valid)."""
+    if not isinstance(source, Mapping):
+        return [f"source must be a mapping, got {type(source).__name__}"]
+    problems = []
+    unknown = sorted(set(source) - set(SOURCE_KEYS))
+    if unknown:
+        problems.append(f"unknown key(s) {unknown}; a source has {list(SOURCE_KEYS)}")
+    kind = source.get("kind")
+    if kind not in KINDS:
+        problems.append(f"kind={kind!r} is not one of {list(KINDS)}")
+    if source.get("access") not in ACCESS:
+        problems.append(f"access={source.get('access')!r} is not one of {list(ACCESS)}")
+    if not isinstance(source.get("pinned"), bool):
+        problems.append(f"pinned={source.get('pinned')!r} must be true or false")
+    for key in REQUIRED.get(kind, ()):
+        if not source.get(key):
+            problems.append(f"a {kind} source needs {key}")
+    urls = source.get("urls")
+    if urls is not None and (not isinstance(urls, Sequence) or isinstance(urls, str) or not all(
+            isinstance(u, Mapping) and isinstance(u.get("url"), str) and set(u) <= {"url", "sha256", "to", "unpack"}
+            for u in urls)):
+        problems.append("urls must be a list of {url, sha256, to, unpack} mappings")
+    for key in ("files", "unpack"):
+        value = source.get(key)
+        if value is not None and (not isinstance(value, Mapping) or not all(
+                isinstance(v, str) or (isinstance(v, Sequence) and all(isinstance(x, str) for x in v))
+                for v in value.values())):
+            problems.append(f"{key} must map names to repo paths")
+    return problems
 
 
 def is_offline() -> bool:
@@ -63,23 +112,28 @@ def how_to_get(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike)
     """One sentence: what to download, from where, and where to put it."""
     kind = source.get("kind", "hf")
     where = f"into {data_dir} (or pass dataset.data_dir=<your copy>)"
+    layout = f"; layout: {source['layout']}" if source.get("layout") else ""
+    urls = ", ".join(u["url"] for u in source.get("urls") or [])
     if kind == "hf":
         repo, rev = source.get("repo_id"), source.get("revision") or "main"
         gated = (f" (gated: accept its terms at https://huggingface.co/datasets/{repo} and `huggingface-cli login` "
                  "first)") if source.get("access") == "gated" else ""
-        return (f"download the hub dataset {repo} at revision {rev}{gated} with `gate-data prepare dataset={key}` "
-                f"on a machine with internet, or `huggingface-cli download --repo-type dataset {repo} --revision "
-                f"{rev} --local-dir {data_dir}`; keep the repo's file layout, {where}")
+        extra = f" and {urls}" if urls else ""
+        unpack = "; then extract " + ", ".join(f"{archive} into {Path(data_dir) / folder}" for archive, folder in
+                                               source["unpack"].items()) if source.get("unpack") else ""
+        return (f"download the hub dataset {repo} at revision {rev}{gated}{extra} with `gate-data prepare "
+                f"dataset={key}` on a machine with internet, or `huggingface-cli download --repo-type dataset {repo} "
+                f"--revision {rev} --local-dir {data_dir}`; keep the repo's file layout, {where}{unpack}{layout}")
     if kind == "kaggle":
         flag = "-c" if source.get("competition") else "-d"
         cmd = "competitions download" if source.get("competition") else "datasets download"
         return (f"download it from Kaggle (account and API token needed: https://www.kaggle.com/docs/api) with "
-                f"`kaggle {cmd} {flag} {source.get('slug')} -p {data_dir} --unzip`, {where}")
+                f"`kaggle {cmd} {flag} {source.get('slug')} -p {data_dir} --unzip`, {where}{layout}")
     if kind == "registration":
         return (f"register and download it at {source.get('homepage')} ({source.get('layout', 'keep the archive layout')}), "
                 f"then unpack it {where}")
-    urls = ", ".join(u["url"] for u in source.get("urls", []))
-    return f"download {urls} (checked by sha256 where given) with `gate-data prepare dataset={key}`, or unpack them {where}"
+    return (f"download {urls} (checked by sha256 where given) with `gate-data prepare dataset={key}`, or unpack them "
+            f"{where}{layout}")
 
 
 def has_credentials(source: Mapping[str, Any]) -> bool:
@@ -183,9 +237,30 @@ def fetch_hf(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -
     snapshot_download(repo_id=source["repo_id"], repo_type="dataset", revision=source.get("revision"),
                       local_dir=str(root), allow_patterns=patterns or None)
     commit = HfApi().dataset_info(source["repo_id"], revision=source.get("revision")).sha
+    for archive, subfolder in (source.get("unpack") or {}).items():
+        unpack_into(key, root / archive, root / subfolder)
+    if source.get("urls"):
+        fetch_urls(key, source, root)
     (root / SOURCE_FILE).write_text(json.dumps({"repo_id": source["repo_id"], "revision": source.get("revision"),
                                                 "commit": commit}, indent=1) + "\n")
     return root
+
+
+def unpack_into(key: str, path: Path, target: Path) -> None:
+    """Extract the archive ``path`` into ``target``; a file that is no archive shutil can read (a ``.mat``, a
+    ``.csv``, a ``.rar``) is placed there as it is (hard-linked where the file system allows, else copied)."""
+    if not path.is_file():
+        raise GateError(f"dataset {key!r}: {path} was not downloaded; rerun `gate-data prepare dataset={key} "
+                        f"force=true`")
+    target.mkdir(parents=True, exist_ok=True)
+    try:
+        shutil.unpack_archive(str(path), str(target))
+    except shutil.ReadError:
+        if not (target / path.name).is_file():
+            try:
+                os.link(path, target / path.name)
+            except OSError:
+                shutil.copy2(path, target / path.name)
 
 
 def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
@@ -203,7 +278,9 @@ def check_sha256(key: str, path: str | os.PathLike, expected: str | None) -> Non
 
 
 def fetch_urls(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
-    """Download each ``source.urls`` entry (``{url, sha256, unpack}``), check its sha256, unpack archives."""
+    """Download each ``source.urls`` entry (``{url, sha256, to, unpack}``) into ``<data_dir>/.downloads``, check
+    its sha256, then extract it (an archive) or copy it (any other file) into ``<data_dir>/<to>``
+    (``unpack: false`` leaves it in ``.downloads``)."""
     if is_offline():
         raise DatasetUnavailable(f"dataset {key!r}: offline and not on disk; {how_to_get(key, source, data_dir)}")
     import urllib.request
@@ -218,11 +295,8 @@ def fetch_urls(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike)
                 shutil.copyfileobj(response, fh)
             os.replace(tmp, target)
         check_sha256(key, target, entry.get("sha256"))
-        if entry.get("unpack", True) and shutil.get_unpack_formats():
-            try:
-                shutil.unpack_archive(str(target), str(root))
-            except shutil.ReadError:
-                pass  # not an archive: the file itself is the data
+        if entry.get("unpack", True):
+            unpack_into(key, target, root / str(entry.get("to") or "."))
     return root
 
 
