@@ -11,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from benchmark_fixtures import relational, segmentation, video, volumes
 
+import gate.conf
 from gate.build import build_spec, build_splits
 from gate.errors import DatasetUnavailable, GateError
 
@@ -29,6 +31,11 @@ def _config(key: str, tmp_path: Path, extra=()):
     overrides = FIXTURES[key](copy)
     return compose_run(tmp_path, [f"dataset={key}", f"dataset.data_dir={copy}",
                                   *(f"{k}={v}" for k, v in overrides.items()), *extra])
+
+
+def source_of(key: str) -> dict:
+    """The packaged config's ``source`` block, which the builder passes to the loader."""
+    return yaml.safe_load((Path(gate.conf.__file__).parent / "dataset" / f"{key}.yaml").read_text())["source"]
 
 
 def _column(split, name):
@@ -77,7 +84,7 @@ def test_ade20k_reads_the_semantic_annotation_not_a_colour_channel(tmp_path):
     raw = pq.read_table(copy / "scene_parsing/train/0000.parquet").column("annotation").to_pylist()[0]["bytes"]
     from gate.data.benchmarks._dense import read_image
 
-    ds = ade20k(str(copy), cache_dir=None, mask_size=None)
+    ds = ade20k(str(copy), source_of("ade20k"), cache_dir=None, mask_size=None)
     mask = np.asarray(ds["train"].with_format("numpy")[0]["mask"])
     raw = read_image(raw)
     assert np.array_equal(mask[raw == 0], np.full((raw == 0).sum(), 255))
@@ -98,7 +105,8 @@ def test_video_loader_decodes_fixed_frames(key, tmp_path):
     from gate.data.benchmarks import video as loaders
 
     FIXTURES[key](tmp_path / "copy")
-    ds = getattr(loaders, key)(str(tmp_path / "copy"), cache_dir=str(tmp_path / "cache"), frames=4, frame_size=32)
+    ds = getattr(loaders, key)(str(tmp_path / "copy"), source_of(key), cache_dir=str(tmp_path / "cache"), frames=4,
+                               frame_size=32)
     target = "count" if key == "iwildcam" else "label"
     for split in ds.values():
         clips = split.with_format("numpy")[:]
@@ -126,7 +134,7 @@ def test_missing_copy_says_what_to_download_and_where(tmp_path):
     from gate.data.benchmarks.segmentation import cityscapes
 
     with pytest.raises(DatasetUnavailable) as err:
-        cityscapes(str(tmp_path / "nowhere"))
+        cityscapes(str(tmp_path / "nowhere"), source_of("cityscapes"))
     message = str(err.value)
     assert "cityscapes" in message and "cityscapes-dataset.com" in message and str(tmp_path / "nowhere") in message
     assert "\n" not in message
@@ -138,7 +146,7 @@ def test_missing_split_names_the_folder(tmp_path):
     segmentation.cityscapes(tmp_path)
     shutil.rmtree(tmp_path / "gtFine" / "val")
     with pytest.raises(DatasetUnavailable, match=r"gtFine/val"):
-        cityscapes(str(tmp_path))
+        cityscapes(str(tmp_path), source_of("cityscapes"))
 
 
 def test_missing_column_names_the_file(tmp_path):
@@ -150,7 +158,7 @@ def test_missing_column_names_the_file(tmp_path):
     path = tmp_path / "scene_parsing/train/0000.parquet"
     pq.write_table(pq.read_table(path).drop_columns(["annotation"]), path)
     with pytest.raises(GateError, match=r"0000\.parquet: no column\(s\) \['annotation'\]"):
-        ade20k(str(tmp_path))
+        ade20k(str(tmp_path), source_of("ade20k"))
 
 
 def test_acdc_labels_outside_the_classes_are_refused(tmp_path):
@@ -164,7 +172,7 @@ def test_acdc_labels_outside_the_classes_are_refused(tmp_path):
     label[0, 0, 0] = 7
     nibabel.save(nibabel.Nifti1Image(label, np.eye(4)), str(gt))
     with pytest.raises(GateError, match=r"patient001_frame01_gt\.nii\.gz: labels in \[0, 7\], expected 0\.\.3"):
-        acdc(str(tmp_path), size=16)
+        acdc(str(tmp_path), source_of("acdc"), size=16)
 
 
 def test_clips_of_inconsistent_length_are_refused(tmp_path):
@@ -179,6 +187,6 @@ def test_clips_of_inconsistent_length_are_refused(tmp_path):
     data["images"][0]["seq_num_frames"] = 5
     meta.write_text(json.dumps(data))
     with pytest.raises(GateError, match=r"sequence seq000 declares 5 frames but lists 1"):
-        iwildcam(str(tmp_path), cache_dir=None, frames=2, frame_size=16)
+        iwildcam(str(tmp_path), source_of("iwildcam"), cache_dir=None, frames=2, frame_size=16)
 
 # Two training steps per benchmark: tests/test_benchmarks.py (every fixture module, this family's included).

@@ -9,7 +9,7 @@ import numpy as np
 
 from .segmentation import save
 
-OVERRIDES = {"dataset.options.frames": 4, "dataset.protocol.input_size": 32, "dataset.num_classes": 3}
+OVERRIDES = {"dataset.options.frames": 4, "dataset.protocol.image_size": 32, "dataset.num_classes": 3}
 
 
 def write_video(path: Path, n_frames: int = 10, size=(24, 32), codec: str = "mpeg4", seed: int = 0) -> Path:
@@ -95,7 +95,7 @@ def iwildcam(root: Path) -> dict:
         {"images": images, "annotations": [], "categories": [{"id": 0, "name": "empty"}]}))
     (root / "metadata" / "iwildcam2022_mdv4_detections.json").write_text(json.dumps(
         {"images": detections, "detection_categories": {"1": "animal", "2": "person", "3": "vehicle"}}))
-    return {"dataset.options.frames": 4, "dataset.protocol.input_size": 32}
+    return {"dataset.options.frames": 4, "dataset.protocol.image_size": 32}
 
 
 FIXTURES = {"hmdb51": hmdb51, "kinetics400": kinetics400, "ucf101": ucf101, "iwildcam": iwildcam}

@@ -1,5 +1,6 @@
 """Shared helpers of the dense, relational, volume and video benchmark loaders (segmentation.py, relational.py,
-volumes.py, video.py): finding a local copy, one-line errors, and the derived-data cache.
+volumes.py, video.py): finding a local copy (the message of a missing one comes from the dataset config's
+``source`` block through :func:`gate.data.hub.how_to_get`), one-line errors, and the derived-data cache.
 
 Derived data (masks mapped to class ids and resized to the protocol's mask size, video frames decoded and
 sampled, MRI slices) is computed once from the local copy and saved under ``<cache_dir>/benchmarks/`` keyed by
@@ -22,16 +23,19 @@ import numpy as np
 from ...errors import DatasetUnavailable, GateError
 
 
-def require(data_dir: str | os.PathLike | None, dataset: str, relative: Iterable[str], what: str) -> Path:
+def require(data_dir: str | os.PathLike | None, dataset: str, relative: Iterable[str],
+            source: Mapping[str, Any]) -> Path:
     """``data_dir`` as a Path when every path in ``relative`` exists under it, else DatasetUnavailable (one line:
-    what to download, from where, and where to put it)."""
+    the first missing path, then what to download, from where, and where to put it, from the config's
+    ``source`` block: :func:`gate.data.hub.how_to_get`)."""
+    from ..hub import how_to_get
+
     root = Path(data_dir).expanduser() if data_dir else None
     missing = [r for r in relative if root is None or not (root / r).exists()]
     if root is None or not root.is_dir() or missing:
         first = f"{root}/{missing[0]}" if root is not None and missing else str(root)
-        raise DatasetUnavailable(f"dataset {dataset!r}: no local copy at {first}: download {what} and put it in "
-                                 f"{root} (or set dataset.data_dir=<your copy>), then run `gate-data prepare "
-                                 f"dataset={dataset}`")
+        raise DatasetUnavailable(f"dataset {dataset!r}: no local copy at {first}; "
+                                 f"{how_to_get(dataset, source, root or '<dataset.data_dir>')}")
     return root
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from ._dense import bad_copy, require
 
@@ -78,7 +79,7 @@ def _questions(dataset: str, path: Path) -> list[dict]:
     return data["questions"]
 
 
-def clevr(data_dir: str, answer_types: Mapping[str, Sequence[str]] | None = None,
+def clevr(data_dir: str, source: Mapping[str, Any], answer_types: Mapping[str, Sequence[str]] | None = None,
           split_map: Mapping[str, str] | None = None, max_questions: int | None = None):
     """CLEVR v1.0 (Johnson et al. 2017), official layout (CLEVR_v1.0.zip extracted): ``CLEVR_v1.0/images/<split>/
     CLEVR_<split>_<n>.png`` and ``CLEVR_v1.0/questions/CLEVR_<split>_questions.json``. The official test
@@ -87,7 +88,7 @@ def clevr(data_dir: str, answer_types: Mapping[str, Sequence[str]] | None = None
     answer_types = dict(answer_types or CLEVR_ANSWER_TYPES)
     split_map = dict(split_map or {"train": "train", "val": "test"})
     root = require(data_dir, "clevr", [f"CLEVR_v1.0/questions/CLEVR_{s}_questions.json" for s in split_map],
-                   "CLEVR_v1.0.zip from https://dl.fbaipublicfiles.com/clevr/CLEVR_v1.0.zip (extracted)")
+                   source)
     import datasets
 
     out = {}
@@ -98,18 +99,18 @@ def clevr(data_dir: str, answer_types: Mapping[str, Sequence[str]] | None = None
     return datasets.DatasetDict(out)
 
 
-def clevr_math(data_dir: str, answer_types: Mapping[str, Sequence[str]] | None = None,
-               split_map: Mapping[str, str] | None = None, max_questions: int | None = None):
+def clevr_math(data_dir: str, source: Mapping[str, Any],
+               answer_types: Mapping[str, Sequence[str]] | None = None, split_map: Mapping[str, str] | None = None,
+               max_questions: int | None = None):
     """CLEVR-Math (Lindström & Abraham 2022), the files of ``dali-does/clevr-math`` as its loading script reads
     them (data/clevr-math.zip extracted into ``data_dir``: ``clevr-math-{train,val,test}.json``, each
     ``{"questions": [{split, image_filename, question, answer, template_filename}]}``), images of CLEVR v1.0
+    (CLEVR_v1.0.zip, which the script downloads from dl.fbaipublicfiles.com)
     under ``CLEVR_v1.0/images/<split>/`` and the test images (data/clevr-math-test-images.zip) extracted into
     ``test_images/`` (``test_images/CLEVR_v1.0/images/<split>/``). Answers are the integers 0..10."""
     answer_types = dict(answer_types or CLEVR_MATH_ANSWER_TYPES)
     split_map = dict(split_map or {"train": "train", "val": "val", "test": "test"})
-    root = require(data_dir, "clevr_math", [f"clevr-math-{s}.json" for s in split_map],
-                   "data/clevr-math.zip and data/clevr-math-test-images.zip of the Hugging Face dataset "
-                   "dali-does/clevr-math (revision 6a30110f887edd7edbad033275aa853ddd8c4a26) and CLEVR_v1.0.zip")
+    root = require(data_dir, "clevr_math", [f"clevr-math-{s}.json" for s in split_map], source)
     import datasets
 
     out = {}

@@ -12,7 +12,8 @@ computed by the generic split step from ``dataset.splits``) with two columns:
   batch must share a shape, and the image is resized to ``image_size`` by the encoder).
 
 Masks are mapped once and cached under ``<cache_dir>/benchmarks/`` (see :mod:`._dense`). No loader touches
-the network: ``gate-data prepare`` fetches, these read.
+the network: ``gate-data prepare`` fetches, these read; ``source`` is the dataset config's ``source`` block, which
+says what to download when the copy is missing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +62,8 @@ def _segmentation_splits(dataset: str, rows: Mapping[str, list[tuple[object, Mas
 
 
 # --------------------------------------------------------------------------------------------- ADE20K
-def ade20k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256, config: str = "scene_parsing",
-           split_map: Mapping[str, str] | None = None):
+def ade20k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
+           config: str = "scene_parsing", split_map: Mapping[str, str] | None = None):
     """ADE20K / MIT SceneParsing (150 classes) from the parquet conversion of ``zhoubolei/scene_parse_150``:
     ``<data_dir>/<config>/<split>/*.parquet`` with columns ``image``, ``annotation`` (the class-id PNG: 0 =
     "other objects", ignored; 1..150 the classes) and ``scene_category``. The official test split has no
@@ -69,9 +71,7 @@ def ade20k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 
     import pyarrow.parquet as pq
 
     split_map = dict(split_map or {"train": "train", "validation": "test"})
-    root = require(data_dir, "ade20k", [f"{config}/{s}" for s in split_map],
-                   "the parquet files of the Hugging Face dataset zhoubolei/scene_parse_150 (revision "
-                   "refs/convert/parquet, folder scene_parsing/)")
+    root = require(data_dir, "ade20k", [f"{config}/{s}" for s in split_map], source)
     files = {s: sorted((root / config / s).glob("*.parquet")) for s in split_map}
     for s, found in files.items():
         if not found:
@@ -102,15 +102,14 @@ def ade20k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 
 
 
 # ----------------------------------------------------------------------------------------- Cityscapes
-def cityscapes(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+def cityscapes(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
                split_map: Mapping[str, str] | None = None):
     """Cityscapes fine annotations, official layout: ``leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png`` and
     ``gtFine/<split>/<city>/<stem>_gtFine_labelIds.png``; the 34 label ids map to the 19 train ids, the rest to
     255. The official test labels are withheld, so the paper tests on ``val`` (``split_map``)."""
     split_map = dict(split_map or {"train": "train", "val": "test"})
     root = require(data_dir, "cityscapes", [f"{d}/{s}" for d in ("leftImg8bit", "gtFine") for s in split_map],
-                   "leftImg8bit_trainvaltest.zip and gtFine_trainvaltest.zip from https://www.cityscapes-dataset.com "
-                   "(free registration), extracted")
+                   source)
     lut = lookup_table(CITYSCAPES_IDS, IGNORE)
     images = {s: sorted((root / "leftImg8bit" / s).glob("*/*_leftImg8bit.png")) for s in split_map}
 
@@ -133,15 +132,14 @@ def cityscapes(data_dir: str, cache_dir: str | None = None, mask_size: int | Non
 
 
 # ----------------------------------------------------------------------------------------- COCO-Stuff
-def coco_164k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+def coco_164k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
               split_map: Mapping[str, str] | None = None):
     """COCO-Stuff 164K, official layout: ``train2017/*.jpg``, ``val2017/*.jpg`` (COCO 2017 images) and
     ``stuffthingmaps_trainval2017/{train2017,val2017}/*.png`` (0-indexed ids 0..181, 255 unlabeled); the 171
     used ids map to classes 0..170. The paper tests on ``val2017``."""
     split_map = dict(split_map or {"train2017": "train", "val2017": "test"})
     root = require(data_dir, "coco_164k", [*split_map, *(f"stuffthingmaps_trainval2017/{s}" for s in split_map)],
-                   "train2017.zip and val2017.zip from http://images.cocodataset.org/zips/ and "
-                   "stuffthingmaps_trainval2017.zip from https://github.com/nightrome/cocostuff (extracted)")
+                   source)
     lut = lookup_table(COCO_STUFF_IDS, IGNORE)
     images = {s: sorted((root / s).glob("*.jpg")) for s in split_map}
 
@@ -161,7 +159,7 @@ def coco_164k(data_dir: str, cache_dir: str | None = None, mask_size: int | None
     return cached("coco_164k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
 
 
-def coco_10k(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+def coco_10k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
              split_map: Mapping[str, str] | None = None):
     """COCO-Stuff 10K v1.1, official layout (cocostuff-10k-v1.1.zip): ``images/<id>.jpg``,
     ``annotations/<id>.mat`` (MATLAB, key ``S``: 0 unlabeled, 1..182 = stuffthingmaps id + 1) and
@@ -170,7 +168,7 @@ def coco_10k(data_dir: str, cache_dir: str | None = None, mask_size: int | None 
 
     split_map = dict(split_map or {"train": "train", "test": "test"})
     root = require(data_dir, "coco_10k", ["images", "annotations", *(f"imageLists/{s}.txt" for s in split_map)],
-                   "cocostuff-10k-v1.1.zip from https://github.com/nightrome/cocostuff10k (extracted)")
+                   source)
     lut = lookup_table([i + 1 for i in COCO_STUFF_IDS], IGNORE)
     lists = {s: [line.strip() for line in (root / "imageLists" / f"{s}.txt").read_text().splitlines() if line.strip()]
              for s in split_map}
@@ -199,7 +197,7 @@ def coco_10k(data_dir: str, cache_dir: str | None = None, mask_size: int | None 
 
 
 # ------------------------------------------------------------------------------------------ NYU v2
-def nyu(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256,
+def nyu(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
         split_map: Mapping[str, str] | None = None):
     """NYU Depth v2 labelled set, 40 classes (Gupta et al. 2013): ``nyu_depth_v2_labeled.mat`` (MATLAB v7.3 /
     HDF5: ``images`` (N, 3, W, H), ``labels`` (N, W, H) with 894 raw classes, 0 unlabeled), ``splits.mat``
@@ -210,9 +208,7 @@ def nyu(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256
 
     split_map = dict(split_map or {"train": "train", "test": "test"})
     names = ("nyu_depth_v2_labeled.mat", "splits.mat", "classMapping40.mat")
-    root = require(data_dir, "nyu", names, "nyu_depth_v2_labeled.mat and splits.mat from "
-                   "http://horatio.cs.nyu.edu/mit/silberman/nyu_depth_v2/ and classMapping40.mat from "
-                   "https://github.com/ankurhanda/nyuv2-meta-data")
+    root = require(data_dir, "nyu", names, source)
     try:
         index = {s: np.asarray(loadmat(root / "splits.mat")[f"{s}Ndxs"]).ravel().astype(int) - 1 for s in split_map}
         mapping = np.asarray(loadmat(root / "classMapping40.mat")["mapClass"]).ravel().astype(int)
@@ -256,7 +252,8 @@ def _label_names(path: Path) -> dict[int, str]:
     return out
 
 
-def pascal_context(data_dir: str, cache_dir: str | None = None, mask_size: int | None = 256):
+def pascal_context(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None,
+                   mask_size: int | None = 256):
     """Pascal-Context, 59 classes (the standard set; background and the other 400 classes ignored), official
     layout: VOC2010 images ``VOCdevkit/VOC2010/JPEGImages/<id>.jpg`` and the annotation tarball (trainval.tar.gz)
     ``trainval/<id>.mat`` (key ``LabelMap``: 459-class ids), ``labels.txt`` (459 names) and ``59_labels.txt``.
@@ -264,9 +261,7 @@ def pascal_context(data_dir: str, cache_dir: str | None = None, mask_size: int |
     from scipy.io import loadmat
 
     root = require(data_dir, "pascal_context", ["VOCdevkit/VOC2010/JPEGImages", "trainval", "labels.txt",
-                                                "59_labels.txt"],
-                   "VOCtrainval_03-May-2010.tar (host.robots.ox.ac.uk) and trainval.tar.gz with labels.txt and "
-                   "59_labels.txt from https://cs.stanford.edu/~roozbeh/pascal-context/ (extracted)")
+                                                "59_labels.txt"], source)
     full, short = _label_names(root / "labels.txt"), _label_names(root / "59_labels.txt")
     by_name = {name: raw for raw, name in full.items()}
     unknown = [n for n in short.values() if n not in by_name]

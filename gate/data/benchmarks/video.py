@@ -16,8 +16,9 @@ import csv
 import io
 import json
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -94,14 +95,13 @@ def _clip_splits(dataset: str, lists: dict[str, list[tuple[Path, int]]], frames:
 
 
 # ------------------------------------------------------------------------------------------- UCF101
-def ucf101(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_size: int | None = 224, split: int = 1):
+def ucf101(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, frames: int = 8,
+           frame_size: int | None = 224, split: int = 1):
     """UCF101 (Soomro et al. 2012), official layout: ``UCF-101/<Class>/v_<Class>_gXX_cYY.avi`` and
     ``ucfTrainTestlist/{classInd.txt, trainlist0N.txt, testlist0N.txt}``; official split ``split`` (1)."""
     lists_dir = "ucfTrainTestlist"
     root = require(data_dir, "ucf101", ["UCF-101", f"{lists_dir}/classInd.txt", f"{lists_dir}/trainlist0{split}.txt",
-                                        f"{lists_dir}/testlist0{split}.txt"],
-                   "UCF101.rar and UCF101TrainTestSplits-RecognitionTask.zip from https://www.crcv.ucf.edu/data/UCF101.php "
-                   "(extracted)")
+                                        f"{lists_dir}/testlist0{split}.txt"], source)
     classes = {}
     for line in (root / lists_dir / "classInd.txt").read_text().split("\n"):
         if line.strip():
@@ -127,14 +127,13 @@ def ucf101(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_s
 
 
 # ------------------------------------------------------------------------------------------- HMDB51
-def hmdb51(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_size: int | None = 224, split: int = 1):
+def hmdb51(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, frames: int = 8,
+           frame_size: int | None = 224, split: int = 1):
     """HMDB51 (Kuehne et al. 2011), official layout: ``hmdb51_org/<class>/<clip>.avi`` (hmdb51_org.rar and its
     per-class archives extracted) and ``testTrainMulti_7030_splits/<class>_test_split<N>.txt`` (lines
     ``<clip>.avi <0|1|2>``: 1 train, 2 test, 0 unused); classes in sorted order; official split ``split`` (1)."""
     splits_dir = "testTrainMulti_7030_splits"
-    root = require(data_dir, "hmdb51", ["hmdb51_org", splits_dir],
-                   "hmdb51_org.rar and test_train_splits.rar from https://serre-lab.clps.brown.edu/resource/"
-                   "hmdb-a-large-human-motion-database/ (extracted, the per-class archives too)")
+    root = require(data_dir, "hmdb51", ["hmdb51_org", splits_dir], source)
     files = sorted((root / splits_dir).glob(f"*_test_split{split}.txt"))
     if not files:
         raise bad_copy("hmdb51", root / splits_dir, f"no *_test_split{split}.txt files")
@@ -153,17 +152,16 @@ def hmdb51(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_s
 
 
 # -------------------------------------------------------------------------------------- Kinetics-400
-def kinetics400(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_size: int | None = 224,
-                split_map=None, class_names: Sequence[str] | None = None, max_missing_fraction: float = 0.1):
+def kinetics400(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, frames: int = 8,
+                frame_size: int | None = 224, split_map=None, class_names: Sequence[str] | None = None,
+                max_missing_fraction: float = 0.1):
     """Kinetics-400 (Kay et al. 2017), the CVDF mirror's layout: ``annotations/{train,val}.csv`` (columns
     ``label, youtube_id, time_start, time_end, split``) and ``<split>/<youtube_id>_<start:06d>_<end:06d>.mp4``.
     Classes: ``class_names`` or the sorted labels of the train CSV. Clips deleted from YouTube are missing from
     every copy: they are skipped with a warning naming the count, and more than ``max_missing_fraction`` of a
     split missing is an error (a broken copy)."""
     split_map = dict(split_map or {"train": "train", "val": "val"})
-    root = require(data_dir, "kinetics400", [f"annotations/{s}.csv" for s in split_map] + list(split_map),
-                   "the Kinetics-400 videos and annotations from https://github.com/cvdfoundation/kinetics-dataset "
-                   "(k400 train/val tarballs and annotations, extracted)")
+    root = require(data_dir, "kinetics400", [f"annotations/{s}.csv" for s in split_map] + list(split_map), source)
     rows = {}
     for source in split_map:
         with open(root / "annotations" / f"{source}.csv", newline="") as fh:
@@ -198,8 +196,8 @@ def kinetics400(data_dir: str, cache_dir: str | None = None, frames: int = 8, fr
 
 
 # ------------------------------------------------------------------------------------ iWildCam 2022
-def iwildcam(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame_size: int | None = 224,
-             confidence: float = 0.8, max_sequences: int | None = None):
+def iwildcam(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, frames: int = 8,
+             frame_size: int | None = 224, confidence: float = 0.8, max_sequences: int | None = None):
     """iWildCam 2022 (Beery et al.), the Kaggle competition's layout: ``train/<file_name>`` images,
     ``metadata/iwildcam2022_train_annotations.json`` (``images`` with ``id, file_name, seq_id, seq_num_frames,
     frame_num``) and ``metadata/iwildcam2022_mdv4_detections.json`` (MegaDetector v4: ``images`` with ``id``
@@ -211,9 +209,7 @@ def iwildcam(data_dir: str, cache_dir: str | None = None, frames: int = 8, frame
     from PIL import Image
 
     names = ("metadata/iwildcam2022_train_annotations.json", "metadata/iwildcam2022_mdv4_detections.json")
-    root = require(data_dir, "iwildcam", ["train", *names],
-                   "the iwildcam2022-fgvc9 competition files from https://www.kaggle.com/competitions/iwildcam2022-fgvc9 "
-                   "(Kaggle account; `kaggle competitions download -c iwildcam2022-fgvc9`, extracted)")
+    root = require(data_dir, "iwildcam", ["train", *names], source)
     try:
         meta = json.loads((root / names[0]).read_text())
         detections = json.loads((root / names[1]).read_text())

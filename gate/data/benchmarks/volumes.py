@@ -13,6 +13,8 @@ and a batch share one shape. Built once under ``<cache_dir>/benchmarks/``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,8 @@ def _scaled(volume: np.ndarray) -> np.ndarray:
     return np.clip((volume - low) / max(high - low, 1e-6) * 255.0, 0, 255).astype(np.uint8)
 
 
-def acdc(data_dir: str, cache_dir: str | None = None, size: int | None = 256, split_map=None):
+def acdc(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, size: int | None = 256,
+         split_map=None):
     """ACDC from its official ``database`` folder (module docstring); ``split_map`` renames the source's
     ``training`` / ``testing`` folders (default: train / test; val comes from ``dataset.splits``, by volume)."""
     import datasets
@@ -35,9 +38,7 @@ def acdc(data_dir: str, cache_dir: str | None = None, size: int | None = 256, sp
     from PIL import Image
 
     split_map = dict(split_map or {"training": "train", "testing": "test"})
-    root = require(data_dir, "acdc", [f"database/{s}" for s in split_map],
-                   "the ACDC database (https://www.creatis.insa-lyon.fr/Challenge/acdc/, free registration: "
-                   "training and testing folders with their *_gt.nii.gz labels)")
+    root = require(data_dir, "acdc", [f"database/{s}" for s in split_map], source)
     labels = {s: sorted((root / "database" / s).glob("patient*/patient*_frame*_gt.nii*")) for s in split_map}
 
     def resized(array: np.ndarray, resample) -> np.ndarray:
