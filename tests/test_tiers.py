@@ -121,6 +121,35 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
     assert not (tmp_path / "runs").exists()
 
 
+def test_paper_tiers_apply_each_benchmarks_protocol_before_their_own_overrides(tmp_path):
+    """use_protocol: the small tier gives ade20k its protocol's 1024 px and batch 8 and cifar100 its own 224 px and
+    batch 64 (over paper_finetune's 224 / 32), video its clips per batch, few-shot episodes and ACDC's one-volume
+    batch no batch override; the tier's and an entry's own overrides win. Nothing is prepared here: the
+    expansion runs with a permissive prepared check."""
+    anywhere = lambda dataset: None
+    small = load_tier("small")
+    assert small.use_protocol and not load_tier("demo").use_protocol
+    runs = {e.dataset: e for e in expand_tier(small, ["efficientnet_lite0"], tmp_path, seeds=[0],
+                                              check_prepared=anywhere).experiments}
+    assert (runs["ade20k"].config["image_size"], runs["ade20k"].config["data"]["batch_size"]) == (1024, 8)
+    assert (runs["cifar100"].config["image_size"], runs["cifar100"].config["data"]["batch_size"]) == (224, 64)
+    assert runs["iwildcam"].config["adapter"]["clips_per_batch"] == 8
+    assert {"image_size=1024", "data.batch_size=8"} <= set(runs["ade20k"].overrides)
+    for episodic_or_volume in ("cubirds", "mini_imagenet", "acdc"):
+        assert not any(o.startswith(("data.batch_size=", "adapter.clips_per_batch="))
+                       for o in runs[episodic_or_volume].overrides)
+    assert "image_size=512" in runs["acdc"].overrides
+    doc = {"name": "mine", "use_protocol": True, "overrides": {"experiment": "paper_finetune", "data.batch_size": 4},
+           "benchmarks": [{"dataset": "ade20k", "overrides": {"image_size": 512}}]}
+    (mine,) = expand_tier(parse_tier(doc, "mine"), ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
+    assert (mine.config["image_size"], mine.config["data"]["batch_size"]) == (512, 4)
+    assert not {"image_size=1024", "data.batch_size=8"} & set(mine.overrides)  # a key set later is not repeated
+    (plain,) = expand_tier(parse_tier(dict(doc, use_protocol=False, overrides={"experiment": "paper_finetune"}), "x"),
+                           ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
+    assert (plain.config["image_size"], plain.config["data"]["batch_size"]) == (512, 32)
+    with pytest.raises(ConfigError, match=r"use_protocol='yes' is invalid: expected true or false"):
+        parse_tier(dict(doc, use_protocol="yes"), "bad")
+
 def test_cost_sums_what_was_measured_and_never_invents_the_rest():
     recs = [
         {"kind": "finetune", "experiment": "a", "encoder": "p", "dataset": "d1", "seed": 0,

@@ -66,6 +66,12 @@ class Adapter(nn.Module, abc.ABC):
     #: The validation metric (without the "val/" prefix) that ranks checkpoints; its direction comes from the
     #: metric registry (:mod:`gate.metrics`).
     monitor: str = "loss"
+    #: What one training batch counts (``example``, ``clip``, ``episode``) and the gate-run key that sets how
+    #: many (None: nothing sets it, e.g. an episode's size comes from its ways and shots). A paper tier applies a
+    #: dataset's ``protocol.batch_size`` to this key when the protocol's ``batch_unit`` (default ``example``) is
+    #: this unit (:func:`gate.tiers.expand.protocol_overrides`).
+    batch_unit: str = "example"
+    batch_key: str | None = "data.batch_size"
 
     # ------------------------------------------------------------------------------------------ model
     def predict(self, encoder: GATEEncoder, batch: Mapping[str, Any]) -> torch.Tensor:

@@ -176,6 +176,8 @@ class ProtoNet(Adapter):
     tasks = frozenset({"few_shot"})
     needs = frozenset({"features"})
     monitor = "acc@1"
+    batch_unit = "episode"
+    batch_key = None  # an episode's size comes from its ways and shots
 
     def __init__(self, feature_dim: int, spec=None, projection_dim: int | None = None, min_ways: int = 5,
                  max_ways: int = 50, min_shots: int = 2, max_shots: int = 15, queries_per_class: int = 5,

@@ -76,6 +76,8 @@ class TemporalAdapter(Adapter):
 
     needs = frozenset({"features"})
     augment_inputs = False
+    batch_unit = "clip"
+    batch_key = "adapter.clips_per_batch"
 
     def __init__(self, feature_dim: int, spec, outputs: int, width: int = 128, depth: int = 2, heads: int = 4,
                  mlp_ratio: float = 2.0, dropout: float = 0.0, pool: str = "mean",

@@ -7,6 +7,10 @@ records. It trains nothing and writes nothing: it returns a :class:`Plan` with e
 entries an encoder cannot take (skipped, with a note) and every error found without training, collected
 together (unknown dataset or encoder, an encoder no entry can take, a benchmark not prepared here, a config
 ``gate-run`` would refuse). :meth:`Plan.mark_done` then reads the results store once.
+
+A tier with ``use_protocol: true`` (the paper tiers) puts each benchmark's own ``protocol`` (its dataset config:
+the paper's image size and batch) on the command line before the tier's and the entry's overrides, which win
+(:func:`protocol_overrides`).
 """
 
 from __future__ import annotations
@@ -213,6 +217,30 @@ def cannot_take(config: Mapping[str, Any]) -> str | None:
     return None
 
 
+def protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The gate-run overrides that apply a composed experiment's dataset ``protocol`` (the paper's):
+    ``image_size`` -> ``image_size``; ``batch_size`` -> the adapter class's ``batch_key`` (``data.batch_size``,
+    ``adapter.clips_per_batch`` for the temporal adapters) when the protocol's ``batch_unit`` (default
+    ``example``) is what the adapter's batch counts (its ``batch_unit``). Nothing else: few-shot episodes are
+    sized by their ways and shots, and a batch of one volume (ACDC) has no counterpart in an adapter that
+    batches slices, so those keep the tier's batch size."""
+    dataset, adapter = config.get("dataset") or {}, config.get("adapter") or {}
+    protocol = dataset.get("protocol") or {}
+    out = []
+    if protocol.get("image_size") is not None:
+        out.append(f"image_size={protocol['image_size']}")
+    cls = _cls(adapter.get("_target_"))
+    key = getattr(cls, "batch_key", None)
+    if protocol.get("batch_size") is not None and key and \
+            protocol.get("batch_unit", "example") == getattr(cls, "batch_unit", None):
+        out.append(f"{key}={protocol['batch_size']}")
+    return tuple(out)
+
+
+def _override_key(override: str) -> str:
+    return override.split("=", 1)[0].lstrip("+~")
+
+
 def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
                 overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
                 check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None) -> Plan:
@@ -262,9 +290,18 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
         prepared_seen: set[str] = set()
         for entry in tier.entries:
+            protocol: tuple[str, ...] = ()
+            if tier.use_protocol:
+                try:
+                    first = entry_overrides(tier, entry, encoders[0], seeds[0], root, overrides, sp)
+                    protocol = protocol_overrides(resolved_config(compose("run", overrides=list(first))))
+                except (HydraException, ValueError, KeyError):
+                    pass  # the same composition fails below, where it is reported
+                later = {_override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
+                protocol = tuple(o for o in protocol if _override_key(o) not in later)
             for enc in encoders:
                 for seed in seeds:
-                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp)
+                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, protocol)
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
                         cfg = compose("run", overrides=list(ovs))
@@ -300,9 +337,9 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 
 
 def entry_overrides(tier: Tier, entry: Entry, encoder: str, seed: int, root: Path, extra: Sequence[str] = (),
-                    searchpath: Sequence[str] = ()) -> tuple[str, ...]:
-    """gate-run's command line for one experiment: output root, dataset (+ adapter), the tier's protocol, the
-    entry's, the user's extra overrides, encoder and seed."""
+                    searchpath: Sequence[str] = (), protocol: Sequence[str] = ()) -> tuple[str, ...]:
+    """gate-run's command line for one experiment: output root, dataset (+ adapter), the dataset's protocol
+    (``use_protocol`` tiers), the tier's overrides, the entry's, the user's extra overrides, encoder and seed."""
     return (f"paths.root={root}", *searchpath, f"dataset={entry.dataset}",
-            *([f"adapter={entry.adapter}"] if entry.adapter else []), *tier.overrides, *entry.overrides, *extra,
-            f"encoder={encoder}", f"seed={seed}")
+            *([f"adapter={entry.adapter}"] if entry.adapter else []), *protocol, *tier.overrides, *entry.overrides,
+            *extra, f"encoder={encoder}", f"seed={seed}")

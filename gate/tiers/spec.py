@@ -4,6 +4,7 @@
 name: demo
 seeds: [0]                       # the GATE paper averages three: [0, 1, 2]
 score: true                      # gate-tier runs gate-score on the tier's classification datasets afterwards
+use_protocol: false              # true: each dataset's own `protocol` (image size, batch) first (paper tiers)
 overrides: {logger: csv, image_size: 32}   # gate-run overrides for every entry (the tier's protocol)
 score_overrides: {max_samples: 500}         # gate-score overrides (image_size follows the entry's)
 benchmarks:
@@ -27,7 +28,7 @@ from typing import Any
 from gate.errors import ConfigError
 
 ENTRY_KEYS = ("dataset", "adapter", "overrides", "note")
-TIER_KEYS = ("name", "seeds", "score", "overrides", "score_overrides", "benchmarks", "notes")
+TIER_KEYS = ("name", "seeds", "score", "use_protocol", "overrides", "score_overrides", "benchmarks", "notes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Tier:
     score: bool = False
     overrides: tuple[str, ...] = ()
     score_overrides: tuple[str, ...] = ()
+    use_protocol: bool = False     # each dataset's own protocol before the tier's overrides (gate.tiers.expand)
 
 
 def render_value(value: Any) -> str:
@@ -127,6 +129,10 @@ def parse_tier(doc: Any, source: str) -> Tier:
     score = doc.get("score", False)
     if not isinstance(score, bool):
         problems.append(f"score={score!r} is invalid: expected true or false")
+    use_protocol = doc.get("use_protocol", False)
+    if not isinstance(use_protocol, bool):
+        problems.append(f"use_protocol={use_protocol!r} is invalid: expected true or false")
     if problems:
         raise ConfigError(f"tier {name}: " + "; ".join(problems))
-    return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(score), overrides, score_overrides)
+    return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(score), overrides, score_overrides,
+                bool(use_protocol))
