@@ -87,9 +87,9 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
     plan = expand_tier(parse_tier(TINY, "tiny"), ["efficientnet_lite0", "minilm"], tmp_path)
     assert [(e.encoder, e.dataset, e.seed) for e in plan.experiments] == [
         ("efficientnet_lite0", "digits", 0), ("efficientnet_lite0", "digits", 1),
+        ("minilm", "digits", 0), ("minilm", "digits", 1),  # minilm takes images through its patch stem
         ("minilm", "bbc_news", 0), ("minilm", "bbc_news", 1)]
-    assert plan.skipped == ["minilm × digits: image dataset, the encoder takes ['text'] (no stem)",
-                            "efficientnet_lite0 × bbc_news: text dataset, the encoder takes ['image'] (no stem)"]
+    assert plan.skipped == ["efficientnet_lite0 × bbc_news: text dataset, the encoder takes ['image'] (no stem)"]
     for exp in plan.experiments:  # the id gate-run computes from the same command line
         rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
         assert exp.id == experiment_id(resolved_config(compose_run(tmp_path, rest)), "finetune")
@@ -111,8 +111,8 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
     text = str(err.value)
     assert "2 problem(s)" in text and "dataset 'no_such_set' (entry 2), 'also_missing' (entry 3) are not registered" in text
     assert "encoder='no_such_encoder' is unknown" in text
-    with pytest.raises(ConfigError, match="encoder minilm can take no entry of tier tiny"):
-        expand_tier(parse_tier(dict(TINY, benchmarks=["digits"]), "tiny"), ["minilm"], tmp_path)
+    with pytest.raises(ConfigError, match="encoder efficientnet_lite0 can take no entry of tier tiny"):
+        expand_tier(parse_tier(dict(TINY, benchmarks=["bbc_news"]), "tiny"), ["efficientnet_lite0"], tmp_path)
     not_here = expand_tier.__wrapped__ if hasattr(expand_tier, "__wrapped__") else expand_tier
     with pytest.raises(ConfigError, match="not prepared here; run gate-data prepare dataset=digits"):
         not_here(parse_tier(dict(TINY, benchmarks=["digits"]), "tiny"), ["efficientnet_lite0"], tmp_path,
@@ -181,13 +181,13 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "gate-tier: error: tier='nosuch' is unknown: known tiers are ['base', 'big', 'demo', 'full', 'small']" \
         in out.stderr
-    tier = write_tier(tmp_path / "t.yaml", dict(TINY, benchmarks=["digits", "cifar100", "no_such_set"]))
+    tier = write_tier(tmp_path / "t.yaml", dict(TINY, benchmarks=["digits", "not_a_set", "no_such_set"]))
     out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", "launch=slurm", f"paths.root={tmp_path}"])
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "gate-tier: error: launch=slurm needs SLURM's sbatch on PATH" in out.stderr  # found before expanding
     out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", f"paths.root={tmp_path}"])
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
-    assert "dataset 'cifar100' (entry 2), 'no_such_set' (entry 3) are not registered" in out.stderr
+    assert "dataset 'not_a_set' (entry 2), 'no_such_set' (entry 3) are not registered" in out.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
 
 
