@@ -46,7 +46,7 @@ CASES = [
     ("run", ["encoder=timm", "encoder.model_name=resnet18", "encoder.checkpoint_path=/no/such.pth"],
      "checkpoint_path"),
     ("run", ["encoder=timm", "encoder.model_name=not_a_model_name"], "not_a_model_name"),
-    ("run", ["encoder=minilm"], "minilm"),
+    ("run", ["dataset=bbc_news"], "bbc_news"),  # an image encoder has no text stem (text encoders take images)
     ("run", ["encoder=no_such_encoder"], "no_such_encoder"),
     ("score", ["max_samples=5"], "max_samples"),
     ("score", ["split=dev"], "split"),
