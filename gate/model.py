@@ -80,6 +80,9 @@ class GATEModel(L.LightningModule):
         # An encoder may train some of its own parameters at their own rate (a new modality stem: see
         # GATEEncoder.optimizer_groups); everything else follows the recipe.
         groups = [dict(g, params=[p for p in g["params"] if p.requires_grad]) for g in self.encoder.optimizer_groups()]
+        head_lr = self.encoder.head_lr()
+        if head_lr is not None:  # the encoder says the recipe's rate does not fit the task head (GATEEncoder.head_lr)
+            groups.append({"params": [p for p in self.adapter.parameters() if p.requires_grad], "lr": head_lr})
         if groups:
             taken = {id(p) for g in groups for p in g["params"]}
             params = [{"params": [p for p in params if id(p) not in taken]}] + [g for g in groups if g["params"]]

@@ -142,15 +142,37 @@ def test_validation_accepts_stemmable_pairs_and_names_impossible_ones(tmp_path):
         validate_run_config(compose_run(tmp_path, ["encoder=efficientnet_lite0", "dataset=bbc_news"]))
 
 
+@pytest.mark.parametrize("freeze", [True, False], ids=["frozen", "finetuned"])
+def test_learning_rates_per_part_of_a_shifted_model(freeze):
+    """The stem trains at stem.lr; the head at stem.lr too while the body is frozen (nothing pretrained trains,
+    so the recipe's fine-tuning rate does not apply), else at the recipe's rate like the fine-tuned body."""
+    from functools import partial
+
+    from gate.adapters import LinearClassifier
+    from gate.model import GATEModel
+
+    encoder = StemmedEncoder(HFTextEncoder(model=tiny_bert()), image_size=32, patch_size=8, freeze_body=freeze,
+                             lr=1e-3)
+    adapter = LinearClassifier(feature_dim=encoder.feature_dim, num_classes=10)
+    model = GATEModel(encoder, adapter, optimizer=partial(torch.optim.AdamW, lr=1e-5))
+    rates = {id(p): group["lr"] for group in model.configure_optimizers().param_groups for p in group["params"]}
+    assert all(rates[id(p)] == 1e-3 for p in encoder.stem.parameters())
+    assert all(rates[id(p)] == (1e-3 if freeze else 1e-5) for p in adapter.parameters())
+    body = list(encoder.body.parameters())
+    assert all(id(p) not in rates for p in body) if freeze else all(rates[id(p)] == 1e-5 for p in body)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["minilm", "resemblyzer"])
-def test_shifted_encoder_learns_fashion_mnist(tmp_path, name):
-    """A short real run through the patch stem (frozen body): the training loss falls clearly."""
+@pytest.mark.parametrize(("name", "steps"), [("minilm", 40), ("resemblyzer", 150)])
+def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
+    """A short real run through the patch stem with the encoder's default protocol (frozen body; stem and head
+    at the stem's rate): the training loss falls clearly. The frozen 3-layer LSTM of resemblyzer learns more
+    slowly than MiniLM's transformer (loss 2.32 -> 2.11 after 40 steps, -> 1.64 after 150), so it gets more."""
     from gate.training.finetune import run_finetune
 
     cfg = compose_run(tmp_path, [f"encoder={name}", "dataset=fashion_mnist", "image_size=32", "logger=csv",
-                                 "encoder.stem.patch_size=8", "recipe.optimizer.lr=1e-3", "trainer.max_steps=40",
-                                 "trainer.val_check_interval=40", "trainer.log_every_n_steps=1",
+                                 "encoder.stem.patch_size=8", f"trainer.max_steps={steps}",
+                                 f"trainer.val_check_interval={steps}", "trainer.log_every_n_steps=1",
                                  "trainer.enable_progress_bar=false", "data.max_train_samples=1280",
                                  "data.max_val_samples=64", "data.max_test_samples=64", "ensembles=[1]"])
     result = run_finetune(cfg)

@@ -85,6 +85,12 @@ class GATEEncoder(nn.Module, abc.ABC):
         stem in front of a pretrained body; every other parameter follows the recipe. Default: none."""
         return []
 
+    def head_lr(self) -> float | None:
+        """The learning rate of the task head, where the recipe's does not apply (a shifted encoder whose
+        pretrained body is frozen: everything that trains is new, so the recipe's fine-tuning rate, 1e-5 for
+        ViT-family bodies, would leave the head almost untrained). Default: None, the recipe's."""
+        return None
+
     def encode_embeddings(self, embeds: torch.Tensor) -> EncoderOutput:
         """Run the body on token embeddings ``(B, N, embed_dim)`` instead of the encoder's own input layer
         (the entry point of modality shifting). Encoders with ``takes_embeddings`` implement it."""

@@ -9,7 +9,8 @@ convolutions, mel frames) with a ViT-style :class:`PatchStem`:
                        -> prepend a learned class token, add learned positions -> body -> pooled features
 
 The stem is new and always trained, at its own learning rate ``lr`` (default 1e-3, the GATE conv recipe's
-rate for layers trained from scratch; null: the recipe's rate). The body keeps its pretrained weights and is frozen (``freeze_body``,
+rate for layers trained from scratch; null: the recipe's rate); while the body is frozen the task head
+trains at that rate too (:meth:`StemmedEncoder.head_lr`). The body keeps its pretrained weights and is frozen (``freeze_body``,
 the default, as the GATE code does for shifted text and audio bodies) or fine-tuned with the run's recipe.
 Video goes through the stem frame by frame, like any image encoder (the temporal adapter aggregates).
 """
@@ -97,6 +98,11 @@ class StemmedEncoder(GATEEncoder):
     def optimizer_groups(self) -> list[dict[str, Any]]:
         """The stem trains at ``lr`` (it starts from scratch); the body follows the recipe."""
         return [] if self.lr is None else [{"params": list(self.stem.parameters()), "lr": self.lr}]
+
+    def head_lr(self) -> float | None:
+        """With the body frozen nothing pretrained trains: the task head is as new as the stem and trains at
+        the stem's rate. A fine-tuned body keeps the recipe's rate for the head (the GATE protocol)."""
+        return self.lr if self.freeze_body else None
 
     def transform(self, modality: str, train: bool):
         self.check_modality(modality)
