@@ -32,6 +32,10 @@ class GATEModel(L.LightningModule):
         self.scheduler_interval = scheduler_interval
         self.scheduler_monitor = scheduler_monitor
         self.freeze_encoder = freeze_encoder
+        # Fine-tuning starts with every module in training mode: Hugging Face's from_pretrained returns its
+        # model in eval mode (no dropout), and Lightning keeps the modes it is given. Frozen parts (a frozen
+        # encoder, a stem's frozen body, a frozen text tower) switch themselves to eval in their forward.
+        self.train()
         if freeze_encoder:
             self.encoder.requires_grad_(False)
         self.val_metrics = adapter.make_metrics().clone(prefix="val/")

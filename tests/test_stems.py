@@ -184,3 +184,18 @@ def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     first, last = losses[:3].mean(), losses[-5:].mean()
     assert last < 0.8 * first, (first, last)
     assert result.metrics["acc@1"] >= 0.0
+
+
+def test_a_pretrained_hugging_face_body_fine_tunes_in_training_mode():
+    """from_pretrained returns an eval-mode model (dropout off) and Lightning keeps modes as given: GATEModel
+    starts every module in training mode, and a frozen body still runs in eval mode inside its forward."""
+    from functools import partial
+
+    from gate.adapters import LinearClassifier
+    from gate.model import GATEModel
+
+    body = HFTextEncoder()  # the packaged all-MiniLM-L6-v2, loaded with from_pretrained
+    assert not body.model.training
+    model = GATEModel(body, LinearClassifier(feature_dim=body.feature_dim, num_classes=4),
+                      optimizer=partial(torch.optim.AdamW, lr=1e-5))
+    assert all(module.training for module in model.modules())
