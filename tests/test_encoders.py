@@ -20,6 +20,17 @@ def test_efficientnet_lite_source_head_recognises_a_daisy():
     assert int(out.source_logits.argmax()) == 985
 
 
+def test_efficientnet_lite_batchnorm_momentum_is_pytorchs_unless_asked():
+    """The TF weights' decay 0.99 would keep ImageNet statistics through a short fine-tune."""
+    def momenta(encoder):
+        return {m.momentum for m in encoder.modules() if isinstance(m, torch.nn.BatchNorm2d)}
+
+    assert momenta(EfficientNetLite(image_size=32)) == {0.1}
+    assert [round(m, 6) for m in momenta(EfficientNetLite(image_size=32, bn_momentum=None))] == [0.01]  # 1 - 0.99
+    with pytest.raises(ValueError, match=r"encoder.bn_momentum=2 is invalid"):
+        EfficientNetLite(image_size=32, bn_momentum=2)
+
+
 def test_minilm_embeds_related_sentences_closer():
     encoder = HFTextEncoder().eval()
     tokenize = encoder.transform("text", train=False)

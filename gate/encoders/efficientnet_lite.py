@@ -39,6 +39,12 @@ class EfficientNetLite(GATEEncoder):
 
     ``image_size`` is baked into the static 'same' padding, so it is fixed at construction; smaller
     sizes than the native 224/240/260 trade accuracy for CPU speed.
+
+    ``bn_momentum``: the BatchNorm running-statistics momentum for fine-tuning (PyTorch's convention). The
+    package keeps TensorFlow's decay 0.99 (momentum 0.01), under which the running statistics are still 67 %
+    ImageNet-at-224 after 40 steps and 22 % after 150: a short fine-tune is then validated and tested with
+    statistics its weights no longer match (measured on digits at 32 px, 40 steps: test accuracy 0.27 at 0.01
+    against 0.83 for a scratch ResNet-18). Default 0.1, PyTorch's and timm's; null keeps the package's.
     """
 
     modalities = frozenset({"image"})
@@ -47,8 +53,10 @@ class EfficientNetLite(GATEEncoder):
     min_image_size = 32  # total stride: below it the last stage sees less than a pixel
 
     def __init__(self, variant: str = "efficientnet-lite0", image_size: int = 224, pretrained: bool = True,
-                 augment: bool = False) -> None:
+                 augment: bool = False, bn_momentum: float | None = 0.1) -> None:
         super().__init__()
+        if bn_momentum is not None and not (isinstance(bn_momentum, (int, float)) and 0 < bn_momentum <= 1):
+            raise ValueError(f"encoder.bn_momentum={bn_momentum!r} is invalid: expected a number in (0, 1] or null")
         from efficientnet_lite_pytorch import EfficientNet
 
         if pretrained:
@@ -57,6 +65,10 @@ class EfficientNetLite(GATEEncoder):
                                                           image_size=image_size)
         else:
             self.model = EfficientNet.from_name(variant, image_size=image_size)
+        if bn_momentum is not None:
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.BatchNorm2d):
+                    module.momentum = float(bn_momentum)
         self.image_size = image_size
         self.augment = augment
         self.feature_dim = self.model._fc.in_features
