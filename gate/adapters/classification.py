@@ -11,6 +11,13 @@ from torchmetrics.classification import MulticlassAccuracy
 from .base import Adapter
 
 
+def accuracy_metrics(num_classes: int, top_k) -> MetricCollection:
+    """``acc@k`` for each k in ``top_k``: the fraction of examples whose label is among the k highest logits."""
+    return MetricCollection({
+        f"acc@{k}": MulticlassAccuracy(num_classes=num_classes, top_k=k, average="micro") for k in top_k
+    })
+
+
 class LinearClassifier(Adapter):
     """A (dropout +) linear head on pooled features; metrics ``acc@1`` and ``acc@5`` (when C > 5).
 
@@ -37,7 +44,4 @@ class LinearClassifier(Adapter):
         return F.cross_entropy(predictions.float(), target, label_smoothing=self.label_smoothing)
 
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({
-            f"acc@{k}": MulticlassAccuracy(num_classes=self.num_classes, top_k=k, average="micro")
-            for k in self.top_k
-        })
+        return accuracy_metrics(self.num_classes, self.top_k)

@@ -37,9 +37,9 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection
-from torchmetrics.classification import MulticlassAccuracy
 
 from .base import Adapter
+from .classification import accuracy_metrics
 
 POOLS = ("mean", "cls")
 
@@ -212,10 +212,7 @@ class TemporalClassifier(TemporalAdapter):
         return F.cross_entropy(predictions.float(), target, label_smoothing=self.label_smoothing)
 
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({
-            f"acc@{k}": MulticlassAccuracy(num_classes=self.num_classes, top_k=k, average="micro")
-            for k in self.top_k
-        })
+        return accuracy_metrics(self.num_classes, self.top_k)
 
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         return {self.column: torch.as_tensor(int(row[self.column]), dtype=torch.long)}

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import io
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import DatasetUnavailable, GateError
+from ..disk_cache import cached_dataset
 
 
 def require(data_dir: str | os.PathLike | None, dataset: str, relative: Iterable[str],
@@ -54,35 +53,8 @@ def file_stamp(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
 
 
 def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | None, build: Callable[[], Any]):
-    """``build()`` (a ``datasets.DatasetDict``) saved once under ``<cache_dir>/benchmarks/<name>-<hash>`` and
-    memory-mapped from there after; ``cache_dir=None`` builds in memory. Written to a temporary folder and
-    renamed, so a killed build never leaves a half-written copy and twin runs do not collide."""
-    import datasets
-
-    from ...results import stable_hash
-
-    if cache_dir is None:
-        return build()
-    target = Path(cache_dir).expanduser().resolve() / "benchmarks" / f"{name}-{stable_hash(dict(params))}"
-    if (target / "dataset_dict.json").is_file():
-        return datasets.load_from_disk(str(target))
-    data = build()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    bars = not datasets.utils.are_progress_bars_disabled()
-    try:
-        if bars:  # no "Saving the dataset" bars in the middle of a run; restored below
-            datasets.utils.disable_progress_bars()
-        data.save_to_disk(str(tmp))
-        try:
-            tmp.rename(target)
-        except OSError:  # a twin run finished first: use its copy
-            pass
-    finally:
-        if bars:
-            datasets.utils.enable_progress_bars()
-        shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(str(target))
+    """``build()`` cached under ``<cache_dir>/benchmarks/`` (:func:`gate.data.disk_cache.cached_dataset`)."""
+    return cached_dataset("benchmarks", name, params, cache_dir, build)
 
 
 def lookup_table(class_values: Iterable[int], ignore_index: int, size: int = 65536) -> np.ndarray:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..disk_cache import cached_dataset
 from ..sources import FASHION_MNIST_CLASSES, FASHION_MNIST_DIR, _find_idx, fashion_mnist, read_idx
 
 ITEM = 28  # Fashion-MNIST items are 28x28
@@ -66,35 +65,6 @@ def place(rng: np.random.Generator, items: np.ndarray, labels: np.ndarray, grid:
     return {"image": image, "mask": mask, "cells": cells, "labels": np.asarray(labels, np.int64)}
 
 
-def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | None,
-           build: Callable[[], Any]):
-    """``build()`` (a ``datasets.DatasetDict``) saved once under ``<cache_dir>/standins/<name>-<hash of params>``
-    and loaded from there after; ``cache_dir=None`` builds in memory every time. Written to a temporary folder
-    and renamed, so a killed build never leaves a half-written copy."""
-    import datasets
-
-    from ...results import stable_hash
-
-    if cache_dir is None:
-        return build()
-    target = Path(cache_dir).expanduser().resolve() / "standins" / f"{name}-{stable_hash(dict(params))}"
-    if (target / "dataset_dict.json").is_file():
-        return datasets.load_from_disk(str(target))
-    data = build()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
-    quiet = not datasets.utils.are_progress_bars_disabled()
-    try:
-        if quiet:  # no "Saving the dataset" bars in the middle of a run; restored below
-            datasets.utils.disable_progress_bars()
-        data.save_to_disk(str(tmp))
-        try:
-            tmp.rename(target)
-        except OSError:  # a twin process finished first: use its copy
-            shutil.rmtree(tmp, ignore_errors=True)
-    finally:
-        if quiet:
-            datasets.utils.enable_progress_bars()
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(str(target))
+def cached(name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | None, build: Callable[[], Any]):
+    """``build()`` cached under ``<cache_dir>/standins/`` (:func:`gate.data.disk_cache.cached_dataset`)."""
+    return cached_dataset("standins", name, params, cache_dir, build)
