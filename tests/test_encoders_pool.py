@@ -105,3 +105,48 @@ def test_whisper_pool_entry_wraps_the_encoder_only():
     encoder = WhisperEncoder(model=tiny_whisper())
     assert type(encoder.model).__name__ == "WhisperEncoder"
     assert encoder.num_frames == 100 and encoder.max_tokens == 50 and encoder.embed_dim == 32
+
+
+def fake_hub_cache(root, repo_id, commit):
+    """A Hugging Face cache holding ``repo_id`` at ``commit`` (as a download leaves it): the snapshot folder."""
+    repo = root / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    return snapshot
+
+
+def test_hub_weights_load_from_a_local_cache_and_record_their_commit(tmp_path, monkeypatch):
+    """Offline, with the weights in the HF cache: timm and transformers load them through their real hub code,
+    and the encoder records the snapshot's commit (the run's ``weights_revision`` fact; the configs leave
+    ``revision: null``, so this is what says which weights an unpinned run measured)."""
+    import json
+
+    import timm
+    from huggingface_hub import constants
+    from safetensors.torch import save_file
+    from transformers import WhisperConfig, WhisperModel
+
+    from gate.encoders import StemmedEncoder, TimmEncoder
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    timm_commit, whisper_commit = "89abcdef" * 5, "01234567" * 5
+    snapshot = fake_hub_cache(tmp_path, "timm/resnet18.a1_in1k", timm_commit)
+    reference = timm.create_model("resnet18", num_classes=1000)
+    save_file(reference.state_dict(), str(snapshot / "model.safetensors"))
+    (snapshot / "config.json").write_text(json.dumps({"architecture": "resnet18", "num_classes": 1000}))
+    encoder = TimmEncoder("resnet18.a1_in1k", pretrained=True, image_size=32)
+    assert encoder.weights_revision == timm_commit
+    assert torch.equal(encoder.model.conv1.weight, reference.conv1.weight)
+
+    snapshot = fake_hub_cache(tmp_path, "gate-test/tiny-whisper", whisper_commit)
+    WhisperModel(WhisperConfig(vocab_size=51866, d_model=32, encoder_layers=1, decoder_layers=1,
+                               encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                               decoder_ffn_dim=64, num_mel_bins=80, max_source_positions=50,
+                               max_target_positions=32)).save_pretrained(snapshot)
+    whisper = WhisperEncoder(model_id="gate-test/tiny-whisper")
+    assert whisper.weights_revision == whisper_commit
+    assert StemmedEncoder(whisper, image_size=32, patch_size=8).weights_revision == whisper_commit
+    assert TimmEncoder("resnet18", pretrained=False, image_size=32).weights_revision is None

@@ -63,6 +63,12 @@ def test_facts_carry_model_metadata_and_cost_keys():
     assert out["gpu_hours"] == 4.0 and out["energy_kwh"] is None and out["gflops"] is None
     assert out["cpu_seconds"] >= 0 and out["data_wait_fraction"] is None
     assert RunFacts().facts(resumed=False, wall_seconds=3600.0, gpus=0)["gpu_hours"] == 0.0
+    assert out["weights_revision"] is None  # a module without an encoder (no hub weights)
+    with_encoder = nn.Module()
+    with_encoder.encoder = nn.Linear(2, 2)
+    with_encoder.encoder.weights_revision = "0123abcd" * 5
+    run.on_fit_start(None, with_encoder)
+    assert run.facts(resumed=False)["weights_revision"] == "0123abcd" * 5
 
 
 def test_data_wait_fraction_counts_gaps_between_steps_but_not_validation(monkeypatch):

@@ -71,6 +71,9 @@ class GATEEncoder(nn.Module, abc.ABC):
     embed_dim: int | None = None
     #: The most tokens the body takes (its position table), None when unbounded.
     max_tokens: int | None = None
+    #: The hub commit the pretrained weights were loaded from (set by hub encoders; recorded with every result
+    #: as the fact ``weights_revision``). None: packaged, local or randomly initialised weights.
+    weights_revision: str | None = None
 
     @abc.abstractmethod
     def transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:

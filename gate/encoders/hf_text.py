@@ -8,7 +8,7 @@ import os
 import torch
 
 from .base import EncoderOutput, GATEEncoder
-from .hub import require_hub
+from .hub import hub_revision, require_hub
 
 # Models whose positions start after the padding index (RoBERTa-style): two table rows are not positions.
 _OFFSET_POSITIONS = {"mpnet", "roberta", "xlm-roberta", "camembert"}
@@ -55,6 +55,9 @@ class HFTextEncoder(GATEEncoder):
         super().__init__()
         if model is None:
             model, tokenizer = self._load(model_path, revision, checkpoint_path, pretrained)
+            path = checkpoint_path or model_path
+            if pretrained and not path.startswith("packaged:") and not os.path.isdir(path):
+                self.weights_revision = hub_revision(path, revision)
         self.tokenizer = tokenizer
         self.model = text_body(model)
         self.max_length = max_length

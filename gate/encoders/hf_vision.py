@@ -14,7 +14,7 @@ import torch
 
 from .base import EncoderOutput, GATEEncoder, image_transform
 from .hf_text import HFTextEncoder
-from .hub import hub_reachable, load_pretrained
+from .hub import hub_reachable, hub_revision, load_pretrained
 
 ARCHITECTURES = ("clip", "siglip")
 LEVELS = 4
@@ -50,6 +50,8 @@ class HFVisionEncoder(GATEEncoder):
         if model is None:
             model = load_pretrained(_classes(kind)[0], model_id, revision, checkpoint_path, pretrained,
                                     f"{kind} image tower {model_id!r}")
+            if pretrained and checkpoint_path is None:
+                self.weights_revision = hub_revision(model_id, revision)
         self.model = model
         config = model.config
         self.kind = kind

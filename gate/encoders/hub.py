@@ -53,6 +53,24 @@ def is_cached(repo_id: str, filenames: tuple[str, ...], revision: str | None = N
     return False
 
 
+def hub_revision(repo_id: str, revision: str | None = None, filenames: tuple[str, ...] = ("config.json",),
+                 cache_dir: str | None = None) -> str | None:
+    """The commit of ``repo_id`` whose files the local HF cache holds (the snapshot a load just used): the
+    folder name in ``.../models--org--name/snapshots/<commit>/``. None when not cached there. Recorded with every
+    result as ``weights_revision``, so an unpinned run still says which weights it measured."""
+    from pathlib import Path
+
+    from huggingface_hub import try_to_load_from_cache
+
+    for filename in filenames:
+        found = try_to_load_from_cache(repo_id, filename, cache_dir=cache_dir, revision=revision)
+        if isinstance(found, str):
+            parent = Path(found).parent
+            if parent.parent.name == "snapshots":
+                return parent.name
+    return None
+
+
 def require_hub(repo_id: str, revision: str | None, what: str, local_hint: str,
                 filenames: tuple[str, ...] = ("config.json",)) -> bool:
     """Return True when ``repo_id`` is cached locally (load with ``local_files_only``), False when it is not

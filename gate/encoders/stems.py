@@ -95,6 +95,10 @@ class StemmedEncoder(GATEEncoder):
             raise ValueError(f"encoder.stem.lr={lr!r} is invalid: expected a learning rate > 0 or null (the recipe's)")
         self.lr = None if lr is None else float(lr)
 
+    @property
+    def weights_revision(self) -> str | None:  # the body's weights are the pretrained ones
+        return self.body.weights_revision
+
     def optimizer_groups(self) -> list[dict[str, Any]]:
         """The stem trains at ``lr`` (it starts from scratch); the body follows the recipe."""
         return [] if self.lr is None else [{"params": list(self.stem.parameters()), "lr": self.lr}]

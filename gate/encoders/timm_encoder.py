@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from .base import EncoderOutput, GATEEncoder, image_transform, maps_to_levels
-from .hub import require_hub
+from .hub import hub_revision, require_hub
 
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin", "open_clip_pytorch_model.bin")
 
@@ -36,8 +36,8 @@ class TimmEncoder(GATEEncoder):
         if checkpoint_path is not None and os.path.getsize(checkpoint_path) == 0:
             raise ValueError(f"encoder.checkpoint_path={checkpoint_path!r} is an empty file; give a complete weights "
                              f"file")
+        hub_id = _hub_id(model_name) if pretrained and checkpoint_path is None else None
         if pretrained and checkpoint_path is None:
-            hub_id = _hub_id(model_name)
             if hub_id is not None:  # fail in seconds, not after a minute of retries, when offline
                 require_hub(hub_id, revision, f"timm model {model_name!r}",
                             "pass encoder.checkpoint_path=<a local weights file>", filenames=WEIGHT_FILES)
@@ -56,6 +56,8 @@ class TimmEncoder(GATEEncoder):
                     f"pre-download them into the HF cache or pass encoder.checkpoint_path=<local file>."
                 ) from err
             raise
+        if pretrained and checkpoint_path is None and hub_id is not None:
+            self.weights_revision = hub_revision(hub_id, revision, filenames=WEIGHT_FILES)
         cfg = self.model.pretrained_cfg or {}
         self.mean = tuple(cfg.get("mean", (0.485, 0.456, 0.406)))
         self.std = tuple(cfg.get("std", (0.229, 0.224, 0.225)))

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .base import EncoderOutput, GATEEncoder
-from .hub import load_pretrained
+from .hub import hub_revision, load_pretrained
 
 SAMPLING_RATE = 16000
 HOP = 160  # Whisper's mel hop length (10 ms)
@@ -45,6 +45,8 @@ class WhisperEncoder(GATEEncoder):
 
             model = load_pretrained(WhisperModel, model_id, revision, checkpoint_path, pretrained,
                                     f"whisper encoder {model_id!r}")
+            if pretrained and checkpoint_path is None:
+                self.weights_revision = hub_revision(model_id, revision)
         self.model = model.get_encoder() if hasattr(model, "get_encoder") else model
         config = self.model.config
         self.feature_dim = self.embed_dim = int(config.d_model)

@@ -82,6 +82,7 @@ class RunFacts(L.Callback):
         self.params: int | None = None
         self.trainable_params: int | None = None
         self.gflops: float | None = None
+        self.weights_revision: str | None = None
         self._t0 = 0.0
         self._last_end: float | None = None
         self._flops_done = False
@@ -96,6 +97,7 @@ class RunFacts(L.Callback):
 
     def on_fit_start(self, trainer, pl_module) -> None:
         self.params, self.trainable_params = count_parameters(pl_module)
+        self.weights_revision = getattr(getattr(pl_module, "encoder", None), "weights_revision", None)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.start_step is None:
@@ -143,6 +145,7 @@ class RunFacts(L.Callback):
             "params": self.params,
             "trainable_params": self.trainable_params,
             "gflops": float(f"{self.gflops:.4g}") if self.gflops is not None else None,
+            "weights_revision": self.weights_revision,
         }
         if torch.cuda.is_available():
             out["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
