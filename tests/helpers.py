@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from hydra import compose, initialize_config_module
@@ -24,3 +29,16 @@ FAST = [
 def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run") -> DictConfig:
     with initialize_config_module("gate.conf", version_base=None):
         return compose(config_name, overrides=[f"paths.root={root}", *overrides])
+
+
+def sigkill_once(module: str, args: list[str], runs_dir: Path, pattern: str, timeout: float) -> None:
+    """Start ``python -m <module> <args>`` (GATE_DEBUG unset), wait until a file matching ``pattern`` appears
+    under ``runs_dir`` (at most ``timeout`` s), then SIGKILL it: a run killed mid-way, as a cluster does."""
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + timeout
+    while time.time() < deadline and not list(runs_dir.glob(pattern)):
+        time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()

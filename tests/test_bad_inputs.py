@@ -38,6 +38,7 @@ CASES = [
     ("run", ["logger=wandb", "logger.mode=sometimes"], "logger.mode"),
     ("run", ["recipe.optimizer.lr=-1"], "recipe.optimizer.lr"),
     ("run", ["adapter.dropout=1.5"], "adapter.dropout"),
+    ("run", ["encoder.bn_momentum=2"], "encoder.bn_momentum"),
     ("run", ["trainer.precision=fp8"], "trainer.precision"),
     ("run", ["force=maybe"], "force"),
     ("run", ["dataset.splits.val_fraction=1.5"], "val_fraction"),

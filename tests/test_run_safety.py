@@ -1,10 +1,8 @@
 """A run is killable at any moment, safe beside its twin, and writes nothing outside its output root."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ from gate.build import resolved_config
 from gate.results import ExperimentLock, ResultsStore, experiment_id
 from gate.training.finetune import run_finetune
 
-from helpers import compose_run
+from helpers import compose_run, sigkill_once
 
 TINY = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=6", "trainer.val_check_interval=3",
         "trainer.enable_progress_bar=false", "data.batch_size=16", "data.max_train_samples=200",
@@ -98,14 +96,7 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
 def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path):
     args = [*TINY, "trainer.max_steps=40", "trainer.val_check_interval=10", "data.batch_size=8",
             f"paths.root={tmp_path}"]
-    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
-    proc = subprocess.Popen([sys.executable, "-m", "gate.cli.run", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    deadline = time.time() + 300
-    while time.time() < deadline and not list((tmp_path / "runs").glob("*/checkpoints/step=10.ckpt")):
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    sigkill_once("gate.cli.run", args, tmp_path / "runs", "*/checkpoints/step=10.ckpt", timeout=300)
     assert list((tmp_path / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 300 s"
     out = gate_run(args)
     assert out.returncode == 0, out.stderr[-3000:]

@@ -4,10 +4,8 @@ import json
 import math
 import os
 import shlex
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -21,7 +19,7 @@ from gate.tiers.expand import expand_tier, load_tier
 from gate.tiers.spec import parse_tier, render_value
 from gate.tiers.summary import compare_encoders, cost_table, experiment_facts
 
-from helpers import compose_run
+from helpers import compose_run, sigkill_once
 
 # Two tiny experiments (digits × efficientnet_lite0 × seeds 0 and 1), long enough to be killed mid-run.
 TINY = {
@@ -199,14 +197,8 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     tier = write_tier(tmp_path / "tiny.yaml")
     root = tmp_path / "local"
     args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local"]
-    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
-    proc = subprocess.Popen([sys.executable, "-m", "gate.cli.tier", *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, env=env)
-    deadline = time.time() + 600
-    while time.time() < deadline and not list((root / "runs").glob("*/checkpoints/step=10.ckpt")):
-        time.sleep(0.2)
-    os.kill(proc.pid, signal.SIGKILL)  # the launcher dies mid-run; its job dies with it
-    proc.wait()
+    # the launcher dies mid-run; its job dies with it
+    sigkill_once("gate.cli.tier", args, root / "runs", "*/checkpoints/step=10.ckpt", timeout=600)
     assert list((root / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 600 s"
     out = gate_tier(args)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
@@ -230,6 +222,7 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     assert listed.returncode == 0, listed.stderr[-2000:]
     lines = [ln for ln in listed.stdout.splitlines() if ln.strip()]
     assert len(lines) == 2 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     for line in lines:
         ran = subprocess.run(["bash", "-c", line], capture_output=True, text=True, env=env, timeout=1800)

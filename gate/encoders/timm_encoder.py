@@ -37,12 +37,11 @@ class TimmEncoder(GATEEncoder):
             raise ValueError(f"encoder.checkpoint_path={checkpoint_path!r} is an empty file; give a complete weights "
                              f"file")
         hub_id = _hub_id(model_name) if pretrained and checkpoint_path is None else None
-        if pretrained and checkpoint_path is None:
-            if hub_id is not None:  # fail in seconds, not after a minute of retries, when offline
-                require_hub(hub_id, revision, f"timm model {model_name!r}",
-                            "pass encoder.checkpoint_path=<a local weights file>", filenames=WEIGHT_FILES)
-                if revision:
-                    model_kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{revision}"}
+        if hub_id is not None:  # fail in seconds, not after a minute of retries, when offline
+            require_hub(hub_id, revision, f"timm model {model_name!r}",
+                        "pass encoder.checkpoint_path=<a local weights file>", filenames=WEIGHT_FILES)
+            if revision:
+                model_kwargs["pretrained_cfg_overlay"] = {"hf_hub_id": f"{hub_id}@{revision}"}
         try:
             self.model = timm.create_model(model_name, pretrained=pretrained and checkpoint_path is None,
                                            num_classes=0, checkpoint_path=checkpoint_path or "", **model_kwargs)
@@ -56,7 +55,7 @@ class TimmEncoder(GATEEncoder):
                     f"pre-download them into the HF cache or pass encoder.checkpoint_path=<local file>."
                 ) from err
             raise
-        if pretrained and checkpoint_path is None and hub_id is not None:
+        if hub_id is not None:
             self.weights_revision = hub_revision(hub_id, revision, filenames=WEIGHT_FILES)
         cfg = self.model.pretrained_cfg or {}
         self.mean = tuple(cfg.get("mean", (0.485, 0.456, 0.406)))

@@ -58,7 +58,7 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     start = time.monotonic()
     total = len(experiments)
     where = ", ".join(f"GPU {s}" for s in slots if s is not None) or "the CPU"
-    ctx.echo(f"[gate] running {total} job(s) on {len(slots)} worker(s) ({where}); logs in {ctx.log_dir}")
+    ctx.echo(f"[gate] running {total} job(s) on {len(slots)} worker(s) ({where}); logs in {ctx.log_dir}", flush=True)
 
     def status() -> str:
         now = time.monotonic()
@@ -69,8 +69,8 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     def event(text: str) -> None:
         if ctx.interactive:
             ctx.echo("\r\033[K" + text, flush=True)
-        else:
-            ctx.echo(text)
+        else:  # a log file or a pipe (SLURM, tee): each event appears as it happens, not at exit
+            ctx.echo(text, flush=True)
 
     try:
         while queue or running:
