@@ -26,8 +26,9 @@ from typing import Any
 import torch
 
 from .build import build_encoder, build_spec, build_splits, to_plain
+from .files import set_aside
 from .results import stable_hash
-from .training.checkpoints import is_complete_checkpoint, set_aside
+from .training.checkpoints import is_complete_checkpoint
 
 __all__ = ["FeatureSet", "feature_cache_key", "feature_cache_path", "extract_features", "cached_features"]
 

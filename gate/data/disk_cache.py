@@ -1,30 +1,106 @@
 """The derived-data cache shared by the stand-ins and the benchmark loaders: a ``datasets.DatasetDict`` built
-once, saved under ``<cache_dir>/<kind>/<name>-<hash of its parameters>`` and memory-mapped from there after."""
+once, saved under ``<cache_dir>/<kind>/<name>-<key>`` and memory-mapped from there after.
+
+The key covers everything the derived data depends on, so a stale copy can never be served:
+
+* ``params``: what the caller passes (loader arguments, and a stamp of every input file it reads: name, size,
+  mtime; :func:`gate.data.benchmarks._dense.file_stamp`);
+* the **code that derives it**: a hash of the source of the module defining ``build`` and of this package's
+  shared derivation helpers (:data:`DERIVATION_MODULES`). Fixing a label map or a target rule changes the
+  source, hence the key, hence the cache is rebuilt; no version number has to be remembered and bumped.
+
+A copy that cannot be read back whole (a truncated Arrow file, a file missing or of another size than when it
+was written) is set aside as ``<folder>.corrupt-<time>`` with a warning and rebuilt; the sizes of the files
+written are recorded in ``gate_cache.json`` next to them.
+"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from ..files import set_aside
+
+RECORD = "gate_cache.json"
+#: Modules whose functions every derivation may call (mask remapping, image encoding, ...): part of every key.
+DERIVATION_MODULES = ("gate.data.benchmarks._dense", "gate.data.standins.canvas", "gate.data.disk_cache")
+
+
+@functools.cache
+def _module_source_hash(module_name: str) -> str:
+    module = sys.modules.get(module_name)
+    if module is None:
+        import importlib
+
+        module = importlib.import_module(module_name)
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):  # no source shipped (a frozen or compiled-only install): the package version
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            source = f"{module_name}=={version('gate')}"
+        except PackageNotFoundError:
+            source = module_name
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()[:16]
+
+
+def code_version(build: Callable[[], Any]) -> dict[str, str]:
+    """Hashes of the source of the module that defines ``build`` and of the shared derivation modules."""
+    modules = dict.fromkeys((getattr(build, "__module__", None) or "__main__", *DERIVATION_MODULES))
+    return {name: _module_source_hash(name) for name in modules if name != "__main__"}
+
+
+def _files_of(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name != RECORD}
+
+
+def _load_whole(target: Path):
+    """The saved DatasetDict at ``target``, or None when it is not whole (then it has been set aside)."""
+    import datasets
+
+    record = target / RECORD
+    try:
+        expected = json.loads(record.read_text())["files"]
+        now = _files_of(target)  # later files (datasets' own map caches) may be added; none may change
+        changed = sorted(f for f, size in expected.items() if now.get(f) != size)
+        if changed:
+            raise ValueError(f"{changed[0]} is missing or not the size it was written with (truncated?)")
+        return datasets.load_from_disk(str(target))
+    except Exception as err:  # noqa: BLE001 - any unreadable cache is rebuilt from the source, never trusted
+        set_aside(target, f"a damaged derived-data cache ({type(err).__name__}: {err}); it is rebuilt from the source",
+                  stacklevel=4)
+        return None
+
 
 def cached_dataset(kind: str, name: str, params: Mapping[str, Any], cache_dir: str | os.PathLike | None,
                    build: Callable[[], Any]):
-    """``build()`` saved once under ``<cache_dir>/<kind>/<name>-<hash of params>`` and loaded from there after;
-    ``cache_dir=None`` builds in memory every time. Written to a temporary folder and renamed, so a killed build
-    never leaves a half-written copy and twin runs do not collide (the second rename loses and uses the first)."""
+    """``build()`` saved once under ``<cache_dir>/<kind>/<name>-<key>`` and loaded from there after (the key:
+    ``params`` and :func:`code_version` of ``build``); ``cache_dir=None`` builds in memory every time. Written to a
+    temporary folder and renamed, so a killed build never leaves a half-written copy and twin runs do not collide
+    (the second rename loses and uses the first)."""
     import datasets
 
     from ..results import stable_hash
 
     if cache_dir is None:
         return build()
-    target = Path(cache_dir).expanduser().resolve() / kind / f"{name}-{stable_hash(dict(params))}"
-    if (target / "dataset_dict.json").is_file():
-        return datasets.load_from_disk(str(target))
+    key = {"params": dict(params), "code": code_version(build)}
+    target = Path(cache_dir).expanduser().resolve() / kind / f"{name}-{stable_hash(key)}"
+    if target.is_dir():
+        data = _load_whole(target)
+        if data is not None:
+            return data
     data = build()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
@@ -33,6 +109,7 @@ def cached_dataset(kind: str, name: str, params: Mapping[str, Any], cache_dir: s
         if bars:  # no "Saving the dataset" bars in the middle of a run; restored below
             datasets.utils.disable_progress_bars()
         data.save_to_disk(str(tmp))
+        (tmp / RECORD).write_text(json.dumps({"key": key, "files": _files_of(tmp)}, default=str, indent=1) + "\n")
         try:
             tmp.rename(target)
         except OSError:  # a twin run finished first: use its copy
@@ -41,4 +118,8 @@ def cached_dataset(kind: str, name: str, params: Mapping[str, Any], cache_dir: s
         if bars:
             datasets.utils.enable_progress_bars()
         shutil.rmtree(tmp, ignore_errors=True)
-    return datasets.load_from_disk(str(target))
+    data = _load_whole(target)
+    if data is None:  # the copy just written cannot be read back: a full or failing disk
+        raise OSError(f"the derived-data cache {target} could not be read back after writing it; check the disk "
+                      f"under {Path(cache_dir).expanduser()}")
+    return data

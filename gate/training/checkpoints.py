@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import time
 import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from ..files import set_aside
 
 KEEP = ("best", "all", "none")
 
@@ -24,14 +25,6 @@ def is_complete_checkpoint(path: str | Path) -> bool:
             return bool(archive.namelist())
     except (OSError, zipfile.BadZipFile):
         return False
-
-
-def set_aside(path: Path, why: str) -> Path:
-    """Rename a bad file to ``<name>.corrupt-<time>`` (kept for inspection, never loaded again) with a warning."""
-    target = path.with_name(f"{path.name}.corrupt-{time.strftime('%Y%m%d-%H%M%S')}")
-    path.replace(target)
-    warnings.warn(f"{path} is {why}; moved aside to {target.name}", stacklevel=3)
-    return target
 
 
 def _step(path: Path) -> int:

@@ -49,8 +49,10 @@ def leep_from_probs(probs: torch.Tensor, labels: torch.Tensor, num_classes: int)
     cond = torch.where(marginal > 0, joint / torch.where(marginal > 0, marginal, torch.ones_like(marginal)),
                        torch.zeros_like(joint))  # P(y | z)
     eep = (probs * cond[labels]).sum(1)  # Σ_z P(y_i | z) θ_iz
-    # Every i has some z with θ_iz > 0 and then P(y_i|z) ≥ θ_iz / (n P(z)) > 0, so eep > 0; clamp rounding only.
-    return eep.clamp_min(torch.finfo(DTYPE).tiny).log().mean()
+    # 0 < eep ≤ 1: every i has some z with θ_iz > 0 and then P(y_i|z) ≥ θ_iz / (n P(z)) > 0; and eep is a mean of
+    # P(y_i|z) ≤ 1 under weights θ_i that sum to 1. Rows summing to 1 + ε (rounding: 7e-19 was seen) could push
+    # the log a hair above 0, a value no log-probability can take: clamp both ends, rounding only.
+    return eep.clamp(min=torch.finfo(DTYPE).tiny, max=1.0).log().mean()
 
 
 def nce(source_labels: Any, labels: Any) -> float:
