@@ -20,6 +20,9 @@ A dataset config's ``source:`` block says where the data comes from, in one sche
       slug: owner/name       # kaggle: the dataset (or competition, with competition: true)
       layout: ...            # what the local copy must hold where the source's own layout is not obvious
       verified: ...          # what was checked against the real source, and what was not
+      schema_verified: true  # whether the files/columns the loader reads rest on evidence about the real source
+                             # (its uploader code, dataset card, README); false: the loader's own assumption,
+                             # shown as such by gate-data list
 
 and ``dataset.data_dir`` (default ``${paths.data}/<key>``) holds the copy: for a hub source the repo's own files at
 the same paths (``gate-data prepare`` downloads them there with ``huggingface_hub.snapshot_download``; a user on
@@ -45,7 +48,7 @@ SOURCE_FILE = ".gate_source.json"  # written by gate-data prepare: what was down
 KINDS = ("hf", "url", "kaggle", "registration")
 ACCESS = ("open", "gated", "registration", "kaggle")
 SOURCE_KEYS = ("kind", "repo_id", "revision", "pinned", "access", "licence", "homepage", "size", "files", "unpack",
-               "urls", "slug", "competition", "layout", "verified")
+               "urls", "slug", "competition", "layout", "verified", "schema_verified")
 #: What each kind needs besides kind, access and pinned.
 REQUIRED = {"hf": ("repo_id", "revision"), "url": ("urls",), "kaggle": ("slug",), "registration": ("homepage",)}
 
@@ -63,8 +66,9 @@ def source_problems(source: Any) -> list[str]:
         problems.append(f"kind={kind!r} is not one of {list(KINDS)}")
     if source.get("access") not in ACCESS:
         problems.append(f"access={source.get('access')!r} is not one of {list(ACCESS)}")
-    if not isinstance(source.get("pinned"), bool):
-        problems.append(f"pinned={source.get('pinned')!r} must be true or false")
+    for flag in ("pinned", "schema_verified"):
+        if flag in source and not isinstance(source.get(flag), bool) or flag == "pinned" and flag not in source:
+            problems.append(f"{flag}={source.get(flag)!r} must be true or false")
     for key in REQUIRED.get(kind, ()):
         if not source.get(key):
             problems.append(f"a {kind} source needs {key}")
