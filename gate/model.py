@@ -7,9 +7,26 @@ from typing import Any
 
 import lightning as L
 import torch
+from torchmetrics import MeanMetric
 
 from .adapters.base import Adapter, target_length, to_cpu
 from .encoders.base import GATEEncoder
+
+
+def global_batch_loss(trainer, loss: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the loss to backpropagate, the global batch's loss to log) under data parallelism.
+
+    Each rank's loss is a mean over its slice of the global batch and DDP averages gradients over ranks, so a
+    rank's loss is weighted by ``world_size · local / global``: the averaged gradient is the one-device gradient.
+    The logged loss is the global batch's mean, equal on every rank (a per-step scheduler such as
+    ReduceLROnPlateau on ``train/loss`` must see the same value everywhere, or the ranks' learning rates drift
+    apart). On one device both are ``loss``; otherwise one all-reduce of two numbers per step."""
+    world = int(getattr(trainer, "world_size", 1) or 1) if trainer is not None else 1
+    if world == 1:
+        return loss, loss.detach()
+    local = torch.stack([loss.detach().float() * size, torch.tensor(float(size), device=loss.device)])
+    total = trainer.strategy.reduce(local, reduce_op="sum")
+    return loss * (world * size / float(total[1])), total[0] / total[1]
 
 
 class GATEModel(L.LightningModule):
@@ -40,9 +57,10 @@ class GATEModel(L.LightningModule):
             self.encoder.requires_grad_(False)
         self.val_metrics = adapter.make_metrics().clone(prefix="val/")
         self.test_metrics = adapter.make_metrics().clone(prefix="test/")
-        # The last test pass's predictions and targets (on the CPU), so checkpoint ensembles reuse the
-        # best checkpoint's test pass instead of predicting the test split with it a second time.
-        self.test_outputs: list[tuple[torch.Tensor, torch.Tensor]] = []
+        # Losses averaged by a metric object (weighted by examples), so that under several processes the
+        # epoch's loss is reduced across ranks exactly, whatever each rank's share of the batches.
+        self.val_loss = MeanMetric()
+        self.test_loss = MeanMetric()
 
     def forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.adapter.predict(self.encoder, batch)
@@ -53,28 +71,25 @@ class GATEModel(L.LightningModule):
         predictions = self(batch)
         target = self.adapter.target(batch)
         loss = self.adapter.loss(predictions, target)
-        self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True, batch_size=target_length(target))
+        size = target_length(target)
+        loss, logged = global_batch_loss(self._trainer, loss, size)
+        self.log("train/loss", logged, on_step=True, on_epoch=False, prog_bar=True, batch_size=size)
         return loss
 
-    def _evaluate(self, batch, metrics, stage: str):
+    def _evaluate(self, batch, metrics, loss_metric, stage: str):
         predictions = self(batch)
         target = self.adapter.target(batch)
-        if stage == "test":
-            self.test_outputs.append((predictions.detach().float().cpu(), to_cpu(target)))
         loss = self.adapter.loss(predictions, target)
         metrics.update(predictions.float(), target)
-        size = target_length(target)
-        self.log(f"{stage}/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
-        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=True, batch_size=size)
+        loss_metric.update(loss.detach(), weight=target_length(target))
+        self.log(f"{stage}/loss", loss_metric, on_step=False, on_epoch=True, prog_bar=True)
+        self.log_dict(metrics, on_step=False, on_epoch=True, prog_bar=True)
 
     def validation_step(self, batch, batch_idx):
-        self._evaluate(batch, self.val_metrics, "val")
-
-    def on_test_epoch_start(self) -> None:
-        self.test_outputs = []
+        self._evaluate(batch, self.val_metrics, self.val_loss, "val")
 
     def test_step(self, batch, batch_idx):
-        self._evaluate(batch, self.test_metrics, "test")
+        self._evaluate(batch, self.test_metrics, self.test_loss, "test")
 
     def predict_step(self, batch, batch_idx) -> dict[str, torch.Tensor]:
         return {"predictions": self(batch).detach().float().cpu(), "target": to_cpu(self.adapter.target(batch))}

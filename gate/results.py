@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .parallel import LAYOUT_KEYS
+
 KINDS = ("finetune", "score")
 
 # Keys of a resolved config that change where or how a run is logged or computed, but not the numbers it
@@ -31,6 +33,8 @@ KINDS = ("finetune", "score")
 # asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
 _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
                     "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
+                    # the process layout: where it changes the numbers, identity() adds the world size back
+                    *LAYOUT_KEYS,
                     "trainer.enable_model_summary", "trainer.log_every_n_steps",
                     # where a dataset's (generated or downloaded) files are kept, not what they hold
                     "dataset.builder.cache_dir", "dataset.data_dir", "dataset.builder.data_dir")
@@ -57,7 +61,30 @@ def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    return _without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]])
+    ident = _without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]])
+    if kind == "finetune":
+        layout = _layout(config)
+        if layout:  # several devices change this adapter's loss (gate.parallel): they are part of the experiment
+            ident["data_parallel"] = layout
+    return ident
+
+
+def _layout(config: Mapping[str, Any]) -> dict[str, Any]:
+    from .parallel import layout_identity  # noqa: PLC0415
+
+    trainer = config.get("trainer")
+    if not isinstance(trainer, Mapping):
+        return {}
+    target = (config.get("adapter") or {}).get("_target_") if isinstance(config.get("adapter"), Mapping) else None
+    adapter_cls = None
+    if isinstance(target, str):
+        try:
+            import hydra.utils
+
+            adapter_cls = hydra.utils.get_class(target)
+        except Exception:  # noqa: BLE001 - an unimportable adapter: unknown, so the layout counts (the safe side)
+            adapter_cls = None
+    return layout_identity(adapter_cls, trainer)
 
 
 def experiment_id(config: Mapping[str, Any], kind: str) -> str:

@@ -100,6 +100,28 @@ class _Checker:
             raise ConfigError(head + "; ".join(self.problems))
 
 
+def _check_layout(c: _Checker) -> None:
+    """The process layout (gate.training.distributed): Lightning's own strategies gate does not shard for (FSDP,
+    DeepSpeed, spawn) are refused, as is a global batch too small to give every rank an example."""
+    from .parallel import STRATEGIES, requested_world_size
+
+    c.choice("trainer.strategy", STRATEGIES, optional=True)
+    c.integer("trainer.num_nodes", 1, required=False)
+    devices = c.get("trainer.devices", 1)
+    ok = (devices == "auto" or devices == -1 or (isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1)
+          or (isinstance(devices, (list, tuple)) and devices and all(isinstance(d, int) and d >= 0 for d in devices)))
+    if not ok:
+        c.bad("trainer.devices", devices, "expected a number of devices >= 1, 'auto', -1 or a list of device ids")
+        return
+    trainer = c.get("trainer", {})
+    batch = c.get("data.batch_size", None)
+    if isinstance(trainer, Mapping) and isinstance(batch, int) and not isinstance(batch, bool):
+        world = requested_world_size(trainer)
+        if batch < world:
+            c.bad("data.batch_size", batch, f"is the global batch, shared out to {world} processes "
+                                            f"(trainer.devices x trainer.num_nodes): it must be >= {world}")
+
+
 def _show(value: Any) -> str:
     text = repr(value) if isinstance(value, str) else str(value)
     return text if len(text) <= 60 else text[:57] + "..."
@@ -252,6 +274,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
                                                    f"would ever be validated")
     c.integer("trainer.log_every_n_steps", 1, required=False)
     c.choice("trainer.precision", PRECISIONS, optional=True)
+    _check_layout(c)
     c.number("recipe.optimizer.lr", 0.0, low_open=True, required=False)
     c.number("recipe.optimizer.weight_decay", 0.0, required=False)
     c.number("adapter.dropout", 0.0, 1.0, high_open=True)

@@ -8,7 +8,6 @@ import torch
 
 import gate.training.finetune as finetune
 from gate.results import ResultsStore
-from gate.training.ensemble import ensemble_metrics
 
 from helpers import FAST, compose_run
 
@@ -57,19 +56,37 @@ def test_rerun_is_skipped_and_force_reruns_and_appends(digits_run):
     assert len(store.records()) == 2 * before
 
 
-def test_ensemble_metrics_average_logits():
-    from gate.adapters import LinearClassifier
+def test_ensembles_average_logits_batch_by_batch_in_one_streaming_pass():
+    import lightning as L
+    from torch.utils.data import DataLoader
 
-    class Holder:
-        adapter = LinearClassifier(feature_dim=4, num_classes=3)
+    from gate.adapters import LinearClassifier
+    from gate.training.ensemble import EnsembleTester
+
+    class Fixed(torch.nn.Module):
+        """A member that returns fixed logits per example (looked up by the batch's example index)."""
+
+        def __init__(self, logits):
+            super().__init__()
+            self.register_buffer("logits", logits)
+            self.adapter = LinearClassifier(feature_dim=4, num_classes=3)
+
+        def forward(self, batch):
+            return self.logits[batch["index"]]
 
     target = torch.tensor([0, 1, 2, 2])
     a = torch.tensor([[2.0, 0, 0], [0, 2, 0], [2, 0, 0], [0, 0, 2]])  # 3/4 right
     b = torch.tensor([[2.0, 0, 0], [0, 2, 0], [0, 0, 3], [0, 0, 2]])  # 4/4 right
-    # Predictions per checkpoint per test batch (two batches of two), combined batch by batch.
-    out = ensemble_metrics(Holder(), [[a[:2], a[2:]], [b[:2], b[2:]]], [target[:2], target[2:]], sizes=(1, 2, 5))
-    assert out["ensemble_1/acc@1"] == 0.75 and out["ensemble_2/acc@1"] == 1.0
-    assert "ensemble_5/acc@1" not in out
+    rows = [{"index": i, "label": target[i]} for i in range(4)]
+    tester = EnsembleTester([Fixed(a), Fixed(b)], sizes=(1, 2, 5))
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    out = trainer.test(tester, DataLoader(rows, batch_size=2), verbose=False)[0]  # two batches of two
+    assert out["test/acc@1"] == pytest.approx(0.75, abs=1e-7) and out["test/ensemble_1/acc@1"] == pytest.approx(0.75, abs=1e-7)
+    assert out["test/ensemble_2/acc@1"] == pytest.approx(1.0, abs=1e-7)
+    assert "test/ensemble_5/acc@1" not in out  # only two checkpoints: no ensemble of five
+    # The loss of the ensemble of two is the cross-entropy of the averaged logits, averaged over the examples.
+    expected = torch.nn.functional.cross_entropy((a + b) / 2, target)
+    assert out["test/ensemble_2/loss"] == pytest.approx(float(expected), rel=1e-6)
 
 
 class Crash(RuntimeError):

@@ -18,6 +18,10 @@ def main(cfg: DictConfig) -> None:
     quiet_lightning()
 
     result = run_cli("gate-run", run_finetune, cfg)
+    from gate.training.distributed import process_rank
+
+    if process_rank() != 0:  # another rank of a data-parallel run: rank 0 reports
+        return
     name = f"{cfg.encoder.name} × {cfg.dataset.name} × {cfg.adapter.name} × {cfg.recipe.name} (seed {cfg.seed})"
     if result.skipped:
         print(f"[gate] experiment {result.experiment} ({name}) is already in {result.results_path}; "

@@ -15,6 +15,7 @@ import lightning as L
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .distributed import shard_loader
 from .spec import DatasetSpec
 
 
@@ -88,9 +89,14 @@ class GATEDataModule(L.LightningDataModule):
         if split not in self.splits:
             raise ValueError(f"dataset {self.spec.name!r} has no split {split!r}; splits: {sorted(self.splits)}")
         self.setup()
-        return self.adapter.dataloader(self._data[split], shuffle=shuffle,
-                                       batch_size=self.batch_size if shuffle else self.eval_batch_size,
-                                       seed=self.seed, num_workers=self.num_workers, split=split)
+        loader = self.adapter.dataloader(self._data[split], shuffle=shuffle,
+                                         batch_size=self.batch_size if shuffle else self.eval_batch_size,
+                                         seed=self.seed, num_workers=self.num_workers, split=split)
+        trainer = self.trainer  # the Trainer serving this module (None outside one)
+        world = int(trainer.world_size) if trainer is not None else 1
+        return shard_loader(loader, trainer.global_rank if trainer is not None else 0, world, train=shuffle,
+                            splittable=bool(getattr(self.adapter, "loss_splits_across_devices", False)),
+                            what=f"{split} split of {self.spec.name}")
 
     def train_dataloader(self) -> DataLoader:
         return self.split_dataloader("train", shuffle=True)

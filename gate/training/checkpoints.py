@@ -32,20 +32,24 @@ def _step(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-def resume_point(ckpt_dir: str | Path) -> Path | None:
+def resume_point(ckpt_dir: str | Path, set_aside_damaged: bool = True) -> Path | None:
     """The checkpoint an interrupted run resumes from: ``last.ckpt`` when complete; else the newest complete
-    validation checkpoint; else None (train from scratch). Truncated files are moved aside."""
+    validation checkpoint; else None (train from scratch). Truncated files are moved aside (only skipped when
+    ``set_aside_damaged`` is false: the other ranks of a data-parallel run leave files to rank 0 and reach the same
+    answer)."""
     ckpt_dir = Path(ckpt_dir)
     last = ckpt_dir / "last.ckpt"
     if last.exists():
         if is_complete_checkpoint(last):
             return last
-        set_aside(last, "truncated (the run was killed while saving it)")
+        if set_aside_damaged:
+            set_aside(last, "truncated (the run was killed while saving it)")
     for path in sorted(ckpt_dir.glob("step=*.ckpt"), key=_step, reverse=True):
         if is_complete_checkpoint(path):
             warnings.warn(f"resuming from {path.name}, the newest complete checkpoint", stacklevel=2)
             return path
-        set_aside(path, "truncated")
+        if set_aside_damaged:
+            set_aside(path, "truncated")
     return None
 
 

@@ -1,14 +1,28 @@
-"""Test with ensembles of the top-k validation checkpoints (logits averaged), GATE-paper style."""
+"""Test the best checkpoint and the ensembles of the top-k validation checkpoints in one streaming pass.
+
+GATE-paper style: the ensemble of k checkpoints combines their predictions (the adapter's
+:meth:`~gate.adapters.base.Adapter.combine`, logits averaged by default). Evaluation **streams**: for every test
+batch each checkpoint of the largest ensemble predicts, the combined predictions of every ensemble size update
+that size's metric state, and the batch's predictions are dropped. Nothing holds a split's outputs, so a
+paper-size test split (ADE20K's 2000 images × 150 × 256² logits: 73 GiB per checkpoint) costs no more memory than a
+small one; the price is that the k checkpoints sit on the device together.
+
+It is a Lightning module run by ``trainer.test``, so Lightning owns the loop and, under several processes (DDP),
+each rank scores its share of the batches and the metric states reduce across ranks before they are read.
+"""
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Sequence
 
 import lightning as L
 import torch
+from torch import nn
+from torchmetrics import MeanMetric
 
-from ..adapters.base import target_length, targets_equal
+from ..adapters.base import target_length
 from ..model import GATEModel
 
 
@@ -21,70 +35,63 @@ def ranked_checkpoints(checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint)
     return [best, *(p for p in ranked if p != best)] if best in ranked else ranked
 
 
-def ensemble_metrics(model: GATEModel, predictions: Sequence[Sequence[torch.Tensor]], targets: Sequence,
-                     sizes: Sequence[int]) -> dict[str, float]:
-    """Metrics of the ensembles of the first k checkpoints, as ``ensemble_<k>/<metric>``.
-
-    ``predictions[c][b]`` is checkpoint c's prediction for test batch b, ``targets[b]`` that batch's target.
-    Predictions are combined batch by batch (the adapter's :meth:`combine`), so batch-shaped predictions (an
-    episode's logits, a batch's image-text similarities) ensemble as correctly as per-example ones.
-    """
-    out: dict[str, float] = {}
-    adapter = model.adapter
-    for k in sizes:
-        if k > len(predictions):
-            continue
-        metrics = adapter.make_metrics()
-        loss_sum, count = 0.0, 0
-        for b, target in enumerate(targets):
-            combined = adapter.combine([p[b] for p in predictions[:k]])
-            metrics.update(combined, target)
-            n = target_length(target)
-            loss_sum += float(adapter.loss(combined, target)) * n
-            count += n
-        for name, value in metrics.compute().items():
-            out[f"ensemble_{k}/{name}"] = float(value)
-        out[f"ensemble_{k}/loss"] = loss_sum / max(count, 1)
-    return out
+def load_member(model: GATEModel, checkpoint: str) -> GATEModel:
+    """A copy of ``model`` holding the weights of ``checkpoint`` (a Lightning checkpoint of this model)."""
+    member = copy.deepcopy(model)
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
+    member.load_state_dict(state)
+    return member
 
 
-def predict_with_checkpoints(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
-                             checkpoints: Sequence[str], known: tuple[list, list] | None = None
-                             ) -> tuple[list[list[torch.Tensor]], list]:
-    """Per-batch test-split predictions of each checkpoint (Lightning's predict loop), and the batch targets.
+class EnsembleTester(L.LightningModule):
+    """Scores ``members`` (checkpoints ranked best first) on the test split: ``test/<metric>`` and ``test/loss`` of
+    the best one, ``test/ensemble_<k>/<metric>`` and ``test/ensemble_<k>/loss`` of the first k for each k in
+    ``sizes``. One pass; each batch is predicted once by each member."""
 
-    ``known``: (per-batch predictions, per-batch targets) of ``checkpoints[0]`` from an earlier pass, reused
-    instead of predicting again.
-    """
-    predictions, targets = ([known[0]], known[1]) if known is not None else ([], None)
-    for path in checkpoints[len(predictions):]:
-        batches = trainer.predict(model, datamodule=datamodule, ckpt_path=path)
-        predictions.append([b["predictions"] for b in batches])
-        these = [b["target"] for b in batches]
-        if targets is not None and (len(these) != len(targets) or
-                                    not all(targets_equal(x, y) for x, y in zip(these, targets))):
-            raise RuntimeError("the test split changed between checkpoints; ensembles would be wrong")
-        targets = these
-    return predictions, targets
+    def __init__(self, members: Sequence[GATEModel], sizes: Sequence[int]) -> None:
+        super().__init__()
+        if not members:
+            raise ValueError("an ensemble needs at least one checkpoint")
+        self.members = nn.ModuleList(members)
+        self.adapter = members[0].adapter
+        self.sizes = [int(k) for k in sizes if int(k) <= len(members)]
+        self.best_metrics = self.adapter.make_metrics().clone(prefix="test/")
+        self.best_loss = MeanMetric()
+        self.ensemble_metrics = nn.ModuleDict({str(k): self.adapter.make_metrics().clone(prefix=f"test/ensemble_{k}/")
+                                               for k in self.sizes})
+        self.ensemble_losses = nn.ModuleDict({str(k): MeanMetric() for k in self.sizes})
+
+    def test_step(self, batch, batch_idx):
+        wanted = max([1, *self.sizes])
+        predictions = [member(batch).float() for member in self.members[:wanted]]
+        target = self.adapter.target(batch)
+        n = target_length(target)
+        self.best_metrics.update(predictions[0], target)
+        self.best_loss.update(self.adapter.loss(predictions[0], target), weight=n)
+        for k in self.sizes:
+            combined = self.adapter.combine(predictions[:k])
+            self.ensemble_metrics[str(k)].update(combined, target)
+            self.ensemble_losses[str(k)].update(self.adapter.loss(combined, target), weight=n)
+
+    def on_test_epoch_end(self) -> None:
+        # Metric objects are logged whole: Lightning computes them once per epoch, after reducing their states
+        # across ranks.
+        self.log_dict(self.best_metrics, on_step=False, on_epoch=True)
+        self.log("test/loss", self.best_loss, on_step=False, on_epoch=True)
+        for k in self.sizes:
+            self.log_dict(self.ensemble_metrics[str(k)], on_step=False, on_epoch=True)
+            self.log(f"test/ensemble_{k}/loss", self.ensemble_losses[str(k)], on_step=False, on_epoch=True)
 
 
-def test_ensembles(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
-                   checkpoints: Sequence[str], sizes: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
-    """Ensemble metrics of the top-k checkpoints (``checkpoints`` ranked best first, as taken right after
-    fitting: ``trainer.test(ckpt_path=...)`` restores the callback state of the checkpoint it loads).
-
-    Call right after ``trainer.test`` on ``checkpoints[0]``: its test pass (kept in ``model.test_outputs``)
-    stands in for that checkpoint's predictions.
-    """
-    checkpoints = list(checkpoints)[: max(sizes)]
+def test_best_and_ensembles(trainer: L.Trainer, model: GATEModel, datamodule: L.LightningDataModule,
+                            checkpoints: Sequence[str], sizes: Sequence[int] = (1, 3, 5)) -> dict[str, float]:
+    """Metrics of the best checkpoint (``<metric>``) and of the ensembles of the top-k (``ensemble_<k>/<metric>``),
+    ``checkpoints`` ranked best first, in one streaming test pass (:class:`EnsembleTester`)."""
+    checkpoints = list(checkpoints)[: max([1, *sizes])]
     missing = [k for k in sizes if k > len(checkpoints)]
     if missing:
         warnings.warn(f"only {len(checkpoints)} validation checkpoints were kept; skipping ensembles of "
                       f"size {missing} (validate more often or train longer)", stacklevel=2)
-    if not checkpoints:
-        return {}
-    known = None
-    if model.test_outputs:
-        known = ([p for p, _ in model.test_outputs], [t for _, t in model.test_outputs])
-    predictions, targets = predict_with_checkpoints(trainer, model, datamodule, checkpoints, known)
-    return ensemble_metrics(model, predictions, targets, sizes)
+    tester = EnsembleTester([load_member(model, path) for path in checkpoints], sizes)
+    tested = trainer.test(tester, datamodule=datamodule, verbose=False)[0]
+    return {k.removeprefix("test/"): float(v) for k, v in tested.items() if k.startswith("test/")}

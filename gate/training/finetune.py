@@ -23,7 +23,8 @@ from ..model import GATEModel
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..validate import validate_run_config
 from .checkpoints import prune, resume_point
-from .ensemble import ranked_checkpoints, test_ensembles
+from .distributed import process_rank
+from .ensemble import ranked_checkpoints, test_best_and_ensembles
 from .loggers import logger_run_dir
 from .trainer import build_trainer, checkpoint_callback, logging_callbacks
 
@@ -49,19 +50,24 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     force = bool(config.get("force", False))
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
+    if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only here)
+        return _finetune(config, exp, store, run_dir, force, lead=False)
     with ExperimentLock(run_dir, exp):
         if store.has_experiment(exp, kind="finetune") and not force:  # a twin finished while we waited
             return FinetuneResult(exp, True, {}, store.path, run_dir)
-        return _finetune(config, exp, store, run_dir, force)
+        return _finetune(config, exp, store, run_dir, force, lead=True)
 
 
-def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool) -> FinetuneResult:
+def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool,
+              lead: bool) -> FinetuneResult:
+    """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
+    aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
     started = time.perf_counter()
     facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
     ckpt_dir = run_dir / "checkpoints"
-    if force and ckpt_dir.exists():
+    if force and lead and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
-    resume = resume_point(ckpt_dir)
+    resume = None if force else resume_point(ckpt_dir, set_aside_damaged=lead)
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
     encoder = build_encoder(config["encoder"], config["dataset"].get("modality"))
@@ -90,9 +96,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
                            f"<= trainer.max_steps ({config['trainer'].get('max_steps')})")
-    tested = trainer.test(model, datamodule=datamodule, ckpt_path=ranked[0], verbose=False)[0]
-    metrics = {k.removeprefix("test/"): float(v) for k, v in tested.items() if k.startswith("test/")}
-    metrics.update(test_ensembles(trainer, model, datamodule, ranked, ensemble_sizes))
+    metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes)
     if logger is not None:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
@@ -101,7 +105,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     gpus = int(trainer.num_devices) if device.type == "cuda" else 0
     run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus), "wall_seconds": wall,
                  "global_step": int(trainer.global_step), "device": str(device),
-                 "precision": str(trainer.precision)}
+                 "precision": str(trainer.precision), "world_size": int(trainer.world_size)}
+    if not trainer.is_global_zero:
+        return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
     store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
     prune(ckpt_dir, ranked, str(config.get("keep_checkpoints", "best")))
     logger_dir = logger_run_dir(logger)

@@ -59,9 +59,21 @@ def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callba
 def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
                   default_root_dir: str | os.PathLike) -> L.Trainer:
     """A Trainer from the ``trainer`` config group (plain dict of Trainer arguments)."""
+    from .distributed import ddp_strategy
+
     kwargs = dict(trainer_cfg)
     kwargs.pop("_target_", None)
     kwargs["precision"] = auto_precision(kwargs.get("precision"))
+    # gate shares batches out to ranks itself (gate/data/distributed.py): Lightning's sampler would pad splits with
+    # repeated examples and reshuffle with its own generator.
+    kwargs["use_distributed_sampler"] = False
+    strategy = ddp_strategy(kwargs)
+    if strategy is not None:
+        kwargs["strategy"] = strategy
+        # data.batch_size is the global batch: BatchNorm sees its statistics, as on one device. (torch's
+        # SyncBatchNorm runs on GPUs only: CPU ranks normalise by their own slice, the one difference left.)
+        on_gpu = torch.cuda.is_available() and str(kwargs.get("accelerator", "auto")) in ("auto", "gpu", "cuda")
+        kwargs.setdefault("sync_batchnorm", on_gpu)
     max_steps, every = kwargs.get("max_steps", -1), kwargs.get("val_check_interval")
     if isinstance(every, int) and max_steps and max_steps > 0:
         if every > max_steps:

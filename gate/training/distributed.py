@@ -1,0 +1,42 @@
+"""One experiment on several processes (Lightning DDP): who does what, and what changes with the device count.
+
+``trainer.devices=N`` (and ``trainer.num_nodes``) run one experiment as ``N`` processes. Lightning starts the
+other ranks by re-running the command (or SLURM starts every task), so each rank walks through
+:func:`gate.training.finetune.run_finetune`. Exactly one of them, global rank 0, touches shared state: it takes
+the experiment's lock, removes checkpoints on ``force``, sets damaged checkpoints aside, writes the one record
+set and prunes checkpoints; the others follow read-only. Batches are shared out by :mod:`gate.data.distributed`
+so that, for adapters whose loss is a mean over examples, the gradient is the one-device gradient of the same
+global batch (``data.batch_size`` is the global batch; BatchNorm statistics are synchronised): the device count
+does not enter the experiment id. For adapters whose loss is not (few-shot episodes, a batch's contrastive loss,
+segmentation's batch Dice), it does (:func:`gate.parallel.layout_identity`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..parallel import requested_world_size
+
+
+def process_rank() -> int:
+    """This process's global rank (0 unless launched as another rank by Lightning, SLURM or torchrun); Lightning
+    reads it from the launcher's environment when it is imported."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return int(getattr(rank_zero_only, "rank", 0) or 0)
+
+
+def ddp_strategy(trainer_cfg: Mapping[str, Any]):
+    """The strategy object for a multi-process run, or None to leave ``trainer.strategy`` as it is.
+
+    ``find_unused_parameters=True``: an encoder's pretrained classification head (kept for LEEP/NCE), the word
+    embeddings behind a modality stem and levels an adapter does not read get no gradient, which plain DDP refuses
+    ("parameters that were not used in producing the loss"); the search costs one graph walk per step.
+    """
+    strategy = trainer_cfg.get("strategy", "auto")
+    if strategy == "ddp" or (strategy in ("auto", None) and requested_world_size(trainer_cfg) > 1):
+        from lightning.pytorch.strategies import DDPStrategy
+
+        return DDPStrategy(find_unused_parameters=True)
+    return None
