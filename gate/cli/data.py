@@ -1,8 +1,13 @@
 """gate-data: list the datasets, prepare one (fetch when online, verify, write its split manifest), verify one.
 
-    gate-data list
+    gate-data list [dataset=cifar100,food101]
     gate-data prepare dataset=cifar100 [dataset.data_dir=/scratch/cifar100] [force=true]
     gate-data verify dataset=cifar100
+
+``prepare`` fetches a copy that is missing, incomplete (an interrupted fetch) or damaged (a recorded file gone or
+resized), and with ``force=true`` online any hub or URL copy; offline it never downloads a copy that is on disk and
+only recomputes the manifest. ``verify`` re-hashes the files prepare recorded (gate/data/hub.py: the completion
+record), then checks the manifest against the data.
 
 A small argparse front takes the action; the rest are Hydra overrides composed with ``conf/data.yaml`` through
 Hydra's compose API (the same config groups as gate-run, so ``paths.root=...`` and ``dataset.*`` work alike).
