@@ -127,7 +127,8 @@ def test_verify_rehashes_the_copy_and_names_the_first_changed_file(tmp_path, cap
     err = one_error_line(capsys, ["verify", "dataset=cifar100", root])
     assert f"{test_file} has {len(data) - 10} bytes, not the {len(data)} recorded" in err
     assert "rerun `gate-data prepare dataset=cifar100`" in err
-    assert list_rows(capsys, "dataset=cifar100", root)["cifar100"]["status"].startswith("damaged")
+    assert list_rows(capsys, "dataset=cifar100", root)["cifar100"]["status"] == \
+        "damaged (a fetched file is missing or resized); rerun gate-data prepare dataset=cifar100"
     gate_data.main(["prepare", "dataset=cifar100", root])  # fetches the resized file again
     assert fake_hub.calls == 2 and "fetching the missing or changed files" in capsys.readouterr().out
     test_file.unlink()

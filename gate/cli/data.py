@@ -73,8 +73,7 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     if state.state == "incomplete":
         return f"incomplete download; rerun gate-data prepare dataset={ds.name}", facts
     if state.state == "damaged":
-        return f"damaged ({Path(state.why).name if ' ' not in state.why else state.why.split(' ', 1)[0]} changed); " \
-               f"rerun gate-data prepare dataset={ds.name}", facts
+        return f"damaged (a fetched file is missing or resized); rerun gate-data prepare dataset={ds.name}", facts
     if state.usable:
         status = "prepared" if manifest.is_file() else "on disk (no manifest yet)"
         if state.state == "user":
