@@ -24,6 +24,9 @@ def describe(err: BaseException) -> str:
     """One line for an exception: the innermost cause of wrapper exceptions (Hydra's instantiation errors)."""
     while err.__cause__ is not None and type(err).__name__ in ("InstantiationException", "ConfigCompositionException"):
         err = err.__cause__
+    unknown = unknown_key(err)
+    if unknown:
+        return unknown
     text = str(err) if not isinstance(err, KeyError) or not err.args else str(err.args[0])
     text = " ".join(text.split())  # one line
     from gate.errors import GateError
@@ -31,6 +34,21 @@ def describe(err: BaseException) -> str:
     if isinstance(err, GateError) or (isinstance(err, EXPECTED) and text):
         return text
     return f"internal error ({type(err).__name__}: {text}); rerun with GATE_DEBUG=1 for the traceback"
+
+
+def unknown_key(err: BaseException) -> str | None:
+    """One line for an override of a key the config does not have (OmegaConf's "Key 'x' is not in struct", an
+    AttributeError that would read as an internal error): the key, the keys that level has, and how to add one."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    if not isinstance(err, (ConfigAttributeError, ConfigKeyError)) or "not in struct" not in str(err):
+        return None
+    full_key = str(getattr(err, "full_key", None) or getattr(err, "key", None) or "?")
+    parent = getattr(err, "parent_node", None)
+    known = sorted(str(k) for k in parent.keys()) if parent is not None and hasattr(parent, "keys") else []
+    level = full_key.rsplit(".", 1)[0] if "." in full_key else "the top level"
+    return (f"unknown config key {full_key!r}; {level} has: {', '.join(known) or '(no keys)'} "
+            f"(a key the config does not have is added with +{full_key}=<value>)")
 
 
 def fail(cmd: str, message: str) -> NoReturn:

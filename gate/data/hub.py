@@ -29,6 +29,11 @@ the same paths (``gate-data prepare`` downloads them there with ``huggingface_hu
 a cluster prepares on a login node and runs anywhere). Loading never touches the network: a copy that is not on
 disk is a :class:`~gate.errors.DatasetUnavailable` saying what to download, from where, and where to put it
 (:func:`how_to_get`).
+
+A copy that ``gate-data prepare`` fetched carries a completion record, ``<data_dir>/.gate_source.json``: written
+(``complete: false``) before the first byte lands, and rewritten atomically, last, with ``complete: true`` and the
+size and sha256 of every file of the copy once the whole fetch ended (:func:`copy_state` reads it). A copy without
+the record is the user's own (laid out by hand, e.g. from Kaggle): usable, but with no hashes to verify.
 """
 
 from __future__ import annotations
@@ -38,13 +43,21 @@ import hashlib
 import json
 import os
 import shutil
+import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetUnavailable, GateError
+from ..files import atomic_write_text
 
-SOURCE_FILE = ".gate_source.json"  # written by gate-data prepare: what was downloaded (repo, revision, commit)
+SOURCE_FILE = ".gate_source.json"  # the completion record of gate-data prepare (see the module docstring)
+DOWNLOADS = ".downloads"  # where fetch_urls keeps the files it downloaded (archives before extraction)
+HF_META = ".cache"  # huggingface_hub's bookkeeping inside a local_dir (not part of the copy)
+HASH_CHUNK = 8 << 20  # bytes read at a time while hashing (a 150 GB copy never sits in memory)
+LARGE_CONVERSION = 10**9  # a parquet -> Arrow conversion this big is announced with its size and place
 KINDS = ("hf", "url", "kaggle", "registration")
 ACCESS = ("open", "gated", "registration", "kaggle")
 SOURCE_KEYS = ("kind", "repo_id", "revision", "pinned", "access", "licence", "homepage", "size", "files", "unpack",
@@ -166,13 +179,17 @@ def split_files(root: Path, patterns: Sequence[str]) -> list[Path]:
 def require_local(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike | None,
                   files: Mapping[str, Sequence[str]]) -> dict[str, list[Path]]:
     """The files of each split in the local copy, or a one-line DatasetUnavailable naming the dataset, the
-    directory or missing split, and what to do."""
+    directory or missing split, and what to do. A copy whose download did not finish (or whose recorded files
+    are gone or resized since) is refused: it would be read as if it were the whole source."""
     if not data_dir:
         raise DatasetUnavailable(f"dataset {key!r}: no dataset.data_dir given; {how_to_get(key, source, '<dir>')}")
     root = Path(data_dir).expanduser()
     if not root.is_dir() or not any(root.iterdir()):
         raise DatasetUnavailable(f"dataset {key!r} is not on disk (no local copy at {root}); "
                                  f"{how_to_get(key, source, root)}")
+    state = copy_state(root)
+    if not state.usable:
+        raise DatasetUnavailable(state.message(key))
     out = {}
     for split, patterns in files.items():
         found = split_files(root, patterns)
@@ -185,6 +202,14 @@ def require_local(key: str, source: Mapping[str, Any], data_dir: str | os.PathLi
     return out
 
 
+def damaged_file(key: str, path: Path | str, err: BaseException) -> GateError:
+    """One line for a file of a local copy that cannot be read: the dataset, the file, why, and what to do."""
+    why = " ".join(f"{type(err).__name__}: {err}".split())
+    return GateError(f"dataset {key!r}: {path} cannot be read ({why}); the local copy is damaged (a truncated or "
+                     f"interrupted download?): delete that file and rerun `gate-data prepare dataset={key}` to fetch "
+                     f"it again")
+
+
 def require_columns(key: str, split: str, path: Path | str, have: Sequence[str], need: Sequence[str],
                     source: Mapping[str, Any]) -> None:
     missing = [c for c in need if c not in have]
@@ -194,25 +219,73 @@ def require_columns(key: str, split: str, path: Path | str, have: Sequence[str],
                         f"`gate-data prepare dataset={key} force=true`")
 
 
+def parquet_footers(key: str, files: Mapping[str, Sequence[Path]]) -> dict[str, tuple[list[str], int]]:
+    """``{path: (column names, uncompressed bytes)}`` of every parquet file, from its footer alone (a few KB per
+    file); a file whose footer cannot be read (truncated, not parquet) is a one-line GateError naming it."""
+    import pyarrow.parquet as pq
+
+    out = {}
+    for paths in files.values():
+        for path in paths:
+            try:
+                meta = pq.ParquetFile(path).metadata
+            except Exception as err:  # noqa: BLE001 - pyarrow raises ArrowInvalid, OSError, ... for a bad footer
+                raise damaged_file(key, path, err) from err
+            out[str(path)] = (list(meta.schema.to_arrow_schema().names),
+                              sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)))
+    return out
+
+
+def check_cache_space(key: str, where: str | os.PathLike, needed: int) -> None:
+    """Refuse (one line) to start an Arrow conversion that cannot fit; say where it goes and how big it is."""
+    import warnings
+
+    probe = Path(where)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if needed > free:
+        raise GateError(f"dataset {key!r}: reading its parquet files converts them once into datasets' Arrow cache "
+                        f"at {where} (about {human_size(needed)}), but only {human_size(free)} is free there; free "
+                        f"space or point paths.cache at a larger disk")
+    if needed >= LARGE_CONVERSION:
+        warnings.warn(f"dataset {key!r}: converting its parquet files once into datasets' Arrow cache at {where} "
+                      f"(about {human_size(needed)} more on disk, {human_size(free)} free); later runs reuse it",
+                      stacklevel=3)
+
+
 def load_parquet(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike | None,
                  columns: Sequence[str] = (), cache_dir: str | os.PathLike | None = None,
                  image_columns: Sequence[str] = ()):
     """The source's splits from the parquet files of a local copy of a hub repo (same paths and columns), as a
     ``datasets.DatasetDict``. Images stored as ``{"bytes", "path"}`` structs are decoded by datasets' Image
-    feature. ``cache_dir`` keeps datasets' Arrow conversion (under ``paths.cache``, never ``$HOME``)."""
+    feature.
+
+    ``datasets`` serves a map-style Dataset only from Arrow files (memory-mapped), so the parquet files are
+    converted once into ``<cache_dir>/datasets`` (under ``paths.cache``, never ``$HOME``) and reused by every
+    later run; the conversion needs about the copy's uncompressed size on disk (ImageNet: about as much again),
+    checked before it starts. Reading the parquet files into memory instead costs no disk but about five times
+    their size in RAM in every run (measured: docs/datasets.md, "How data is found")."""
     import datasets
-    import pyarrow.parquet as pq
 
     files = require_local(key, source, data_dir, source.get("files") or {})
+    footers = parquet_footers(key, files)
     for split, paths in files.items():
-        require_columns(key, split, paths[0], pq.read_schema(paths[0]).names, columns, source)
+        require_columns(key, split, paths[0], footers[str(paths[0])][0], columns, source)
     cache = str(Path(cache_dir) / "datasets") if cache_dir else None
     try:
-        raw = datasets.load_dataset("parquet", data_files={s: [str(p) for p in ps] for s, ps in files.items()},
-                                    cache_dir=cache)
-    except Exception as err:  # noqa: BLE001 - a corrupt or foreign file: say which dataset and directory
+        builder = datasets.load_dataset_builder(
+            "parquet", data_files={s: [str(p) for p in ps] for s, ps in files.items()}, cache_dir=cache)
+        if not (Path(builder.cache_dir) / datasets.config.DATASET_INFO_FILENAME).is_file():
+            check_cache_space(key, builder.cache_dir, sum(size for _, size in footers.values()))
+        builder.download_and_prepare()
+        raw = builder.as_dataset()
+    except GateError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a damaged row group the footer did not show: name the dataset
         raise GateError(f"dataset {key!r}: the parquet files in {data_dir} cannot be read ({type(err).__name__}: "
-                        f"{err}); re-download with `gate-data prepare dataset={key} force=true`") from err
+                        f"{' '.join(str(err).split())}); `gate-data verify dataset={key}` names a damaged file of a "
+                        f"copy gate-data prepare fetched; delete it and rerun `gate-data prepare dataset={key}`") from err
     for column in image_columns:
         for split in raw:
             feature = raw[split].features.get(column)
@@ -222,40 +295,274 @@ def load_parquet(key: str, source: Mapping[str, Any], data_dir: str | os.PathLik
 
 
 # ------------------------------------------------------------------------------------------------------------------
+# The local copy: complete, incomplete, or the user's own (the completion record of gate-data prepare)
+
+
+@dataclass(frozen=True)
+class CopyState:
+    """What is in a ``data_dir``: ``missing`` (nothing), ``incomplete`` (a fetch that did not end), ``damaged``
+    (fetched completely, but a recorded file is gone or has another size now), ``complete`` (fetched by gate-data
+    prepare; ``files`` holds the recorded ``{relative path: {sha256, size}}``, empty for a record from before hashes
+    were kept) or ``user`` (no record: laid out by hand, nothing to verify against)."""
+
+    state: str
+    root: Path | None
+    why: str = ""
+    record: dict = field(default_factory=dict)
+
+    @property
+    def usable(self) -> bool:
+        return self.state in ("complete", "user")
+
+    def message(self, key: str) -> str:
+        """One line for a copy that is not usable: what is wrong and the command that mends it."""
+        if self.state == "damaged":
+            return (f"dataset {key!r}: {self.why} since gate-data prepare fetched it; rerun `gate-data prepare "
+                    f"dataset={key}` to fetch it again")
+        if self.state == "incomplete":
+            return (f"dataset {key!r}: the local copy at {self.root} is an incomplete download ({self.why}); rerun "
+                    f"`gate-data prepare dataset={key}` (it fetches what is missing)")
+        return f"dataset {key!r}: no local copy at {self.root}; run `gate-data prepare dataset={key}`"
+
+    @property
+    def files(self) -> dict[str, dict]:
+        return dict(self.record.get("files") or {})
+
+
+def read_record(root: str | os.PathLike) -> dict | None:
+    """The completion record of a copy (None where there is none); an unreadable one reads as incomplete."""
+    path = Path(root).expanduser() / SOURCE_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"complete": False, "why": f"{SOURCE_FILE} is unreadable"}
+    return record if isinstance(record, dict) else {"complete": False, "why": f"{SOURCE_FILE} is not a mapping"}
+
+
+def copy_state(data_dir: str | os.PathLike | None) -> CopyState:
+    """The :class:`CopyState` of ``data_dir``, from its completion record and a ``stat`` of each recorded file (no
+    hashing: cheap enough for ``gate-data list`` and every load)."""
+    if not data_dir:
+        return CopyState("missing", None)
+    root = Path(data_dir).expanduser()
+    if not root.is_dir() or not any(root.iterdir()):
+        return CopyState("missing", root)
+    record = read_record(root)
+    if record is None:
+        interrupted = (root / DOWNLOADS).is_dir() or any((root / HF_META / "huggingface").glob("download/**/*.incomplete"))
+        if interrupted:  # an older gate wrote no record before fetching; huggingface_hub leaves *.incomplete
+            return CopyState("incomplete", root, "a download was started here and no completion record was written")
+        return CopyState("user", root)
+    if "complete" not in record:  # a record from before completion records: it was written after the whole fetch
+        return CopyState("complete", root, record=record)
+    if record.get("complete") is not True:
+        return CopyState("incomplete", root, record.get("why") or "the download did not finish", record)
+    for rel, facts in sorted((record.get("files") or {}).items()):
+        path = root / rel
+        if not path.is_file():
+            return CopyState("damaged", root, f"{path} is missing", record)
+        size = path.stat().st_size
+        if size != facts.get("size"):
+            return CopyState("damaged", root, f"{path} has {size} bytes, not the {facts.get('size')} recorded", record)
+    return CopyState("complete", root, record=record)
+
+
+def copy_files(root: Path) -> list[str]:
+    """The files of a copy, relative and sorted: everything but the record, huggingface_hub's bookkeeping and
+    partial downloads."""
+    out = []
+    for folder, dirs, names in os.walk(root):
+        here = Path(folder)
+        if here == root:
+            dirs[:] = [d for d in dirs if d != HF_META]
+        for name in names:
+            if here == root and (name == SOURCE_FILE or name.startswith(f".{SOURCE_FILE}.")):
+                continue
+            if name.endswith((".part", ".incomplete")):
+                continue
+            out.append((here / name).relative_to(root).as_posix())
+    return sorted(out)
+
+
+def human_size(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1000:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def _progress(total: int, desc: str):
+    """A byte-counting progress bar on stderr (shown on a terminal only: a log file gets no carriage returns)."""
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, file=sys.stderr, disable=None,
+                leave=False)
+
+
+def _sha256(path: Path, bar) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(HASH_CHUNK):
+            digest.update(block)
+            bar.update(len(block))
+    return digest.hexdigest()
+
+
+def hash_files(root: Path, rels: Sequence[str], desc: str, known: Mapping[str, Mapping] | None = None) -> dict[str, dict]:
+    """``{relative path: {"sha256", "size", "mtime_ns"}}`` of ``rels`` under ``root``, read in chunks, with
+    progress. A file whose size and mtime equal its entry in ``known`` (an earlier record) keeps that entry
+    unread: a refetch that left it alone costs nothing, and its original hash stays the one verify checks."""
+    stats = {rel: (root / rel).stat() for rel in rels}
+    known = known or {}
+    out = {rel: dict(known[rel]) for rel, st in stats.items() if rel in known and
+           (known[rel].get("size"), known[rel].get("mtime_ns")) == (st.st_size, st.st_mtime_ns)}
+    todo = [rel for rel in rels if rel not in out]
+    with _progress(sum(stats[rel].st_size for rel in todo), desc) as bar:
+        for rel in todo:
+            out[rel] = {"sha256": _sha256(root / rel, bar), "size": stats[rel].st_size,
+                        "mtime_ns": stats[rel].st_mtime_ns}
+    return {rel: out[rel] for rel in rels}
+
+
+def verify_copy(key: str, data_dir: str | os.PathLike) -> tuple[int, int]:
+    """Re-hash every file the completion record lists; a GateError naming the first file missing, resized or
+    changed. Returns (files, bytes) checked. Sizes are compared first, so a truncated file fails at once."""
+    state = copy_state(data_dir)
+    if state.state == "missing":
+        raise DatasetUnavailable(state.message(key))
+    if not state.usable:
+        raise GateError(state.message(key))
+    files = state.files
+    if not files:
+        return 0, 0
+    fix = f"delete it and rerun `gate-data prepare dataset={key}` to fetch it again"
+    with _progress(sum(int(f["size"]) for f in files.values()), f"[gate] verifying {key}") as bar:
+        for rel, facts in sorted(files.items()):
+            if _sha256(state.root / rel, bar) != facts.get("sha256"):
+                raise GateError(f"dataset {key!r}: {state.root / rel} changed since gate-data prepare fetched it (its "
+                                f"sha256 is not the recorded {facts.get('sha256')}); {fix}")
+    return len(files), sum(int(f["size"]) for f in files.values())
+
+
+# ------------------------------------------------------------------------------------------------------------------
 # Fetching (gate-data prepare only; never called while loading)
 
 
-def fetch_hf(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
-    """Download the source's files (``source.files`` patterns) at its pinned revision into ``data_dir``."""
+def network_errors() -> tuple[type[BaseException], ...]:
+    """What a failed download raises: urllib's URLError, socket errors and huggingface_hub's HTTP errors are
+    OSErrors; the hub client's transport (httpx or requests) and Xet errors are not."""
+    import importlib
+
+    errors: list[type[BaseException]] = [OSError]
+    for module, name in (("huggingface_hub.errors", "EntryNotFoundError"), ("huggingface_hub.errors", "XetDownloadError"),
+                         ("httpx", "HTTPError"), ("requests", "RequestException")):
+        try:
+            errors.append(getattr(importlib.import_module(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)
+
+
+class _Record:
+    """The completion record of one fetch: :meth:`begin` marks the copy incomplete before the first byte lands
+    (so an interrupted fetch is never taken for a copy), :meth:`finish` rewrites it last, atomically, complete and
+    with the size and sha256 of every file."""
+
+    def __init__(self, key: str, source: Mapping[str, Any], root: Path):
+        self.key, self.root, self.started = key, root, False
+        self.known = (read_record(root) or {}).get("files") or {}  # kept through the fetch: hashes to reuse
+        self.facts: dict[str, Any] = {"dataset": key, "source": source_label(source), "kind": source.get("kind", "hf")}
+        if self.facts["kind"] == "hf":
+            self.facts.update(repo_id=source.get("repo_id"), revision=source.get("revision"))
+        if source.get("urls"):
+            self.facts["urls"] = [u["url"] for u in source["urls"]]
+
+    def _write(self, **extra: Any) -> None:
+        atomic_write_text(self.root / SOURCE_FILE, json.dumps({**self.facts, **extra}, indent=1) + "\n")
+
+    def begin(self) -> None:
+        if not self.started:
+            self._write(complete=False, why="the download did not finish", started=time.strftime("%Y-%m-%dT%H:%M:%S"),
+                        files=self.known)
+            self.started = True
+
+    def finish(self) -> None:
+        self.begin()
+        files = hash_files(self.root, copy_files(self.root), f"[gate] hashing {self.key}", self.known)
+        self._write(complete=True, finished=time.strftime("%Y-%m-%dT%H:%M:%S"), files=files)
+
+
+def fetch(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
+    """Fetch a source into ``data_dir`` where that can be automated (hub, URLs), resuming an incomplete copy, and
+    write its completion record with the hash of every file; Kaggle and registration sources get their
+    instructions as a DatasetUnavailable, and so does a failed download (one line: why, and how to get the copy)."""
+    kind = source.get("kind", "hf")
+    root = Path(data_dir).expanduser()
+    if kind not in ("hf", "url"):
+        raise DatasetUnavailable(f"dataset {key!r} cannot be downloaded automatically ({source.get('access')} "
+                                 f"access); {how_to_get(key, source, root)}")
     if is_offline():
-        raise DatasetUnavailable(f"dataset {key!r}: offline (HF_HUB_OFFLINE is set) and not on disk; "
-                                 f"{how_to_get(key, source, data_dir)}")
+        state = copy_state(root)
+        where = {"missing": "not on disk", "incomplete": f"the local copy at {root} is an incomplete download "
+                 f"({state.why})", "damaged": f"the local copy is damaged ({state.why})"}.get(state.state, "")
+        raise DatasetUnavailable(f"dataset {key!r}: offline (HF_HUB_OFFLINE is set) and {where or 'asked to fetch'}; "
+                                 f"{how_to_get(key, source, root)}")
     if source.get("access") == "gated" and not has_credentials(source):
         raise DatasetUnavailable(f"dataset {key!r}: {source.get('repo_id')} is gated and no Hugging Face token is "
                                  f"configured here; accept its terms at https://huggingface.co/datasets/"
                                  f"{source.get('repo_id')}, run `huggingface-cli login`, then rerun")
+    _discard_resized(copy_state(root))
+    record = _Record(key, source, root)
+    try:
+        if kind == "hf":
+            _fetch_hf(key, source, root, record)
+        else:
+            _fetch_urls(key, source, root, record)
+    except GateError:
+        raise
+    except network_errors() as err:
+        why = " ".join(f"{type(err).__name__}: {err}".split())
+        raise DatasetUnavailable(f"dataset {key!r}: downloading {source_label(source)} failed ({why[:300]}); rerun "
+                                 f"`gate-data prepare dataset={key}` when the network is back (it resumes), or "
+                                 f"{how_to_get(key, source, root)}") from err
+    record.finish()
+    return root
+
+
+def _discard_resized(state: CopyState) -> None:
+    """Delete the recorded files that have another size now (truncated, overwritten): the fetch gets them again
+    (the hub client would keep a file its own bookkeeping still trusts)."""
+    for rel, facts in state.files.items():
+        path = state.root / rel
+        if path.is_file() and path.stat().st_size != facts.get("size"):
+            path.unlink()
+
+
+def _fetch_hf(key: str, source: Mapping[str, Any], root: Path, record: _Record) -> None:
+    """Download the source's files (``source.files`` patterns) at the commit its revision names now (recorded),
+    extract its ``unpack`` archives, then fetch its extra ``urls``."""
     from huggingface_hub import HfApi, snapshot_download
 
     patterns = [p for ps in (source.get("files") or {}).values() for p in ps]
-    root = Path(data_dir).expanduser()
-    snapshot_download(repo_id=source["repo_id"], repo_type="dataset", revision=source.get("revision"),
-                      local_dir=str(root), allow_patterns=patterns or None)
     commit = HfApi().dataset_info(source["repo_id"], revision=source.get("revision")).sha
+    record.facts["commit"] = commit
+    record.begin()
+    snapshot_download(repo_id=source["repo_id"], repo_type="dataset", revision=commit or source.get("revision"),
+                      local_dir=str(root), allow_patterns=patterns or None)
     for archive, subfolder in (source.get("unpack") or {}).items():
         unpack_into(key, root / archive, root / subfolder)
     if source.get("urls"):
-        fetch_urls(key, source, root)
-    (root / SOURCE_FILE).write_text(json.dumps({"repo_id": source["repo_id"], "revision": source.get("revision"),
-                                                "commit": commit}, indent=1) + "\n")
-    return root
+        _fetch_urls(key, source, root, record)
 
 
 def unpack_into(key: str, path: Path, target: Path) -> None:
     """Extract the archive ``path`` into ``target``; a file that is no archive shutil can read (a ``.mat``, a
     ``.csv``, a ``.rar``) is placed there as it is (hard-linked where the file system allows, else copied)."""
     if not path.is_file():
-        raise GateError(f"dataset {key!r}: {path} was not downloaded; rerun `gate-data prepare dataset={key} "
-                        f"force=true`")
+        raise GateError(f"dataset {key!r}: {path} was not downloaded; rerun `gate-data prepare dataset={key}`")
     target.mkdir(parents=True, exist_ok=True)
     try:
         shutil.unpack_archive(str(path), str(target))
@@ -267,7 +574,7 @@ def unpack_into(key: str, path: Path, target: Path) -> None:
                 shutil.copy2(path, target / path.name)
 
 
-def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
+def sha256_of(path: str | os.PathLike, chunk: int = HASH_CHUNK) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(chunk):
@@ -277,40 +584,27 @@ def sha256_of(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
 
 def check_sha256(key: str, path: str | os.PathLike, expected: str | None) -> None:
     if expected and sha256_of(path) != expected.lower():
-        raise GateError(f"dataset {key!r}: {path} does not match its sha256 {expected}; delete it and download "
-                        f"it again (`gate-data prepare dataset={key} force=true`)")
+        raise GateError(f"dataset {key!r}: {path} does not match its sha256 {expected}; delete it and rerun "
+                        f"`gate-data prepare dataset={key}` to download it again")
 
 
-def fetch_urls(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
-    """Download each ``source.urls`` entry (``{url, sha256, to, unpack}``) into ``<data_dir>/.downloads``, check
-    its sha256, then extract it (an archive) or copy it (any other file) into ``<data_dir>/<to>``
-    (``unpack: false`` leaves it in ``.downloads``)."""
-    if is_offline():
-        raise DatasetUnavailable(f"dataset {key!r}: offline and not on disk; {how_to_get(key, source, data_dir)}")
+def _fetch_urls(key: str, source: Mapping[str, Any], root: Path, record: _Record) -> None:
+    """Download each ``source.urls`` entry (``{url, sha256, to, unpack}``) into ``<data_dir>/.downloads`` (through
+    a ``.part`` file: a file there is whole, and a rerun keeps it), check its sha256, then extract it (an archive)
+    or copy it (any other file) into ``<data_dir>/<to>`` (``unpack: false`` leaves it in ``.downloads``)."""
     import urllib.request
 
-    root = Path(data_dir).expanduser()
-    (root / ".downloads").mkdir(parents=True, exist_ok=True)
     for entry in source.get("urls", []):
-        target = root / ".downloads" / entry["url"].rsplit("/", 1)[-1]
+        target = root / DOWNLOADS / entry["url"].rsplit("/", 1)[-1]
         if not target.is_file():
-            tmp = target.with_suffix(target.suffix + ".part")
-            with urllib.request.urlopen(entry["url"], timeout=60) as response, open(tmp, "wb") as fh:  # noqa: S310
-                shutil.copyfileobj(response, fh)
+            with urllib.request.urlopen(entry["url"], timeout=60) as response:  # noqa: S310 - the config's own URLs
+                record.begin()
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(target.name + ".part")
+                with open(tmp, "wb") as fh:
+                    shutil.copyfileobj(response, fh, HASH_CHUNK)
             os.replace(tmp, target)
+        record.begin()
         check_sha256(key, target, entry.get("sha256"))
         if entry.get("unpack", True):
             unpack_into(key, target, root / str(entry.get("to") or "."))
-    return root
-
-
-def fetch(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
-    """Fetch a source into ``data_dir`` where that can be automated (hub, URLs); Kaggle and registration sources
-    get their instructions as a DatasetUnavailable."""
-    kind = source.get("kind", "hf")
-    if kind == "hf":
-        return fetch_hf(key, source, data_dir)
-    if kind == "url":
-        return fetch_urls(key, source, data_dir)
-    raise DatasetUnavailable(f"dataset {key!r} cannot be downloaded automatically ({source.get('access')} access); "
-                             f"{how_to_get(key, source, data_dir)}")
