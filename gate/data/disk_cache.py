@@ -71,12 +71,11 @@ def code_version(build: Callable[[], Any]) -> dict[str, str]:
 class StreamedSplits:
     """A build's result as rows written while they are produced: ``splits[name]()`` yields one row (a dict of
     ``features``' columns) at a time; :func:`cached_dataset` writes ``batch_rows`` rows at a time, so memory holds
-    one batch, never the split. ``progress(split, rows_written)`` (optional) is told after every batch."""
+    one batch, never the split."""
 
     features: Any  # datasets.Features
     splits: Mapping[str, Callable[[], Iterable[Mapping[str, Any]]]]
     batch_rows: int = 64
-    progress: Callable[[str, int], None] | None = None
 
     def __post_init__(self):
         if not self.splits:
@@ -102,8 +101,6 @@ def write_split(path: Path, streamed: StreamedSplits, split: str) -> int:
             writer.write_table(pa.Table.from_pydict(columns, schema=schema))
             written += len(batch)
             batch = []  # the rows just written are dropped here: memory holds one batch at most
-            if streamed.progress is not None:
-                streamed.progress(split, written)
 
         for row in streamed.splits[split]():
             batch.append(row)

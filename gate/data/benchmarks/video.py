@@ -387,6 +387,7 @@ def kinetics400(data_dir: str, source: Mapping[str, Any], cache_dir: str | None 
             warnings.warn(f"kinetics400: {absent} of {len(rows[csv_split])} {csv_split} clips are missing and skipped",
                           stacklevel=2)
         lists[ours] = refs
+    del rows  # ~300k CSV records: the clip list is all preparing needs
     return _video_splits("kinetics400", lists, frames, frame_size, cache_dir,
                          {"split_map": split_map, "class_names": names, "max_missing_fraction": max_missing_fraction},
                          listed, {"youtube_id": "string"}, skip_undecodable=True, allowed_skips=allowed)
@@ -482,6 +483,7 @@ def iwildcam(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = N
             _key(annotations_file, image, "location", f"image {number} (sequence {seq})")
             members.setdefault(seq, []).append((_int(annotations_file, order, f"seq_frame_num of image {number}"),
                                                 name, image))
+    del meta, images  # ~200k image records: only the counted sequences' stay while preparing
     lost = sorted(set(counts) - set(members))
     if lost:
         raise bad_copy("iwildcam", counts_file, f"{len(lost)} counted sequences have no image in "
