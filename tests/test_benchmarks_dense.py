@@ -5,7 +5,6 @@ EfficientNet-Lite0. Bad local copies fail with one line naming the dataset, the 
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from helpers import compose_run
 FIXTURES = {**segmentation.FIXTURES, **relational.FIXTURES, **volumes.FIXTURES, **video.FIXTURES}
 SEGMENTATION = sorted(segmentation.FIXTURES)
 IMAGE_KEYS = [*SEGMENTATION, *sorted(relational.FIXTURES), "acdc"]
-VIDEO_KEYS = sorted(video.FIXTURES)
 
 
 def _config(key: str, tmp_path: Path, extra=()):
@@ -100,35 +98,6 @@ def test_cityscapes_maps_label_ids_to_train_ids():
     assert remap_mask(raw, lut, None).tolist() == [[0, 1, 13], [18, 255, 255]]
 
 
-@pytest.mark.parametrize("key", VIDEO_KEYS)
-def test_video_loader_decodes_fixed_frames(key, tmp_path):
-    from gate.data.benchmarks import video as loaders
-
-    FIXTURES[key](tmp_path / "copy")
-    ds = getattr(loaders, key)(str(tmp_path / "copy"), source_of(key), cache_dir=str(tmp_path / "cache"), frames=4,
-                               frame_size=32)
-    target = "count" if key == "iwildcam" else "label"
-    for split in ds.values():
-        clips = split.with_format("numpy")[:]
-        assert all(np.asarray(c).shape == (4, 32, 32, 3) for c in clips["video"])
-        assert len(clips[target]) == len(split)
-    if key == "iwildcam":  # animals only (category "1"), the most in any frame of the sequence
-        assert sorted(set(ds["train"]["count"])) == [0.0, 1.0, 2.0, 3.0]
-    else:
-        assert sorted(set(ds["train"]["label"])) == [0, 1, 2]
-
-
-def test_clip_frames_are_the_centres_of_equal_segments(tmp_path):
-    from gate.data.benchmarks.video import decode_clip, segment_centres
-
-    assert segment_centres(7, 4).tolist() == [0, 2, 4, 6]
-    assert segment_centres(2, 4).tolist() == [0, 0, 1, 1]  # short clips repeat frames
-    path = video.write_video(tmp_path / "clip.avi", n_frames=7)  # frame i has brightness 10 * i
-    means = [float(f.mean()) for f in decode_clip(path, 4, None)]
-    assert np.allclose(means, [0, 20, 40, 60], atol=4)
-    assert [f.tolist() for f in decode_clip(path, 4, None)] == [f.tolist() for f in decode_clip(path, 4, None)]
-
-
 # ------------------------------------------------------------------------------------------ bad inputs
 def test_missing_copy_says_what_to_download_and_where(tmp_path):
     from gate.data.benchmarks.segmentation import cityscapes
@@ -175,18 +144,5 @@ def test_acdc_labels_outside_the_classes_are_refused(tmp_path):
         acdc(str(tmp_path), source_of("acdc"), size=16)
 
 
-def test_clips_of_inconsistent_length_are_refused(tmp_path):
-    from gate.data.benchmarks.video import _clips_dataset, iwildcam
-
-    frame = np.zeros((8, 8, 3), np.uint8)
-    with pytest.raises(GateError, match=r"'ucf101': clip 1 has 3 frames"):
-        _clips_dataset("ucf101", [([frame] * 4, 0), ([frame] * 3, 1)], "label", 4)
-    video.iwildcam(tmp_path)
-    meta = tmp_path / "metadata/iwildcam2022_train_annotations.json"
-    data = json.loads(meta.read_text())
-    data["images"][0]["seq_num_frames"] = 5
-    meta.write_text(json.dumps(data))
-    with pytest.raises(GateError, match=r"sequence seq000 declares 5 frames but lists 1"):
-        iwildcam(str(tmp_path), source_of("iwildcam"), cache_dir=None, frames=2, frame_size=16)
-
+# Video loaders (frames, groups, streaming, iWildCam's keys): tests/test_benchmarks_video.py.
 # Two training steps per benchmark: tests/test_benchmarks.py (every fixture module, this family's included).
