@@ -1,0 +1,117 @@
+"""Metric fidelity (issue 15): each number checked against a hand computation, where the field's rule (GATE's
+code, mmseg, the ACDC challenge, scikit-learn) and the old behaviour differ.
+
+Each test names the rule it holds and the value the old code gave, so a regression shows which rule broke."""
+
+from __future__ import annotations
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter
+from gate.data.spec import DatasetSpec
+from gate.metrics import lookup
+
+LEVEL_DIMS = [8]
+
+
+def onehot_logits(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    return F.one_hot(labels, num_classes).permute(0, 3, 1, 2).float() * 10
+
+
+def computed(metrics, predictions, target) -> dict[str, float]:
+    metrics.update(predictions, target)
+    return {k: float(v) for k, v in metrics.compute().items()}
+
+
+# ------------------------------------------------------------------------------------------ segmentation
+
+
+def gate_iou_metric(pred: np.ndarray, label: np.ndarray, num_classes: int, ignore: int | None) -> dict[str, float]:
+    """GATE's IoUMetric.compute_metrics (gate/metrics/segmentation.py in the GATE repository), restated with
+    numpy on 0-1 scale: areas pooled over the split, IoU over classes with a non-zero union, accuracy over classes
+    with a non-zero label area."""
+    pred, label = pred.ravel(), label.ravel()
+    if ignore is not None:
+        pred, label = pred[label != ignore], label[label != ignore]
+    inter = np.bincount(pred[pred == label], minlength=num_classes).astype(float)
+    area_pred = np.bincount(pred, minlength=num_classes).astype(float)
+    area_label = np.bincount(label, minlength=num_classes).astype(float)
+    union = area_pred + area_label - inter
+    iou = np.where(union > 0, inter / np.maximum(union, 1), np.nan)
+    acc = np.where(area_label > 0, inter / np.maximum(area_label, 1), np.nan)
+    return {"miou": float(np.nanmean(iou)), "mean_acc": float(np.nanmean(acc)),
+            "overall_acc": float(inter.sum() / area_label.sum())}
+
+
+def test_segmentation_mean_acc_leaves_out_a_class_absent_from_the_target_as_gate_and_mmseg_do():
+    """Eight pixels, four classes. Class 2 is predicted twice but never in the target; class 3 is in neither.
+
+    mean_acc: class 0 recall 3/4, class 1 2/4; class 2 has no target pixel (0/0) -> (3/4 + 2/4) / 2 = 0.625
+    (the old torchmetrics macro counted class 2 as 0: (3/4 + 2/4 + 0) / 3 = 0.4167).
+    miou: IoU 3/5, 2/4 and 0 for class 2 (a real false positive); class 3 (union 0) left out -> 1.1 / 3.
+    dice: F1 6/8, 4/6 and 0 -> (0.75 + 0.6667 + 0) / 3. overall_acc 5/8."""
+    target = torch.tensor([[[0, 0, 0, 1, 1, 1, 0, 1]]])
+    pred = torch.tensor([[[0, 0, 2, 1, 1, 0, 0, 2]]])
+    got = computed(SegmentationAdapter(LEVEL_DIMS, 4).make_metrics(), onehot_logits(pred, 4), target)
+    assert got["mean_acc"] == pytest.approx(0.625, abs=1e-6)
+    assert got["miou"] == pytest.approx((3 / 5 + 2 / 4 + 0) / 3, abs=1e-6)
+    assert got["dice"] == pytest.approx((6 / 8 + 4 / 6 + 0) / 3, abs=1e-6)
+    assert got["overall_acc"] == pytest.approx(5 / 8, abs=1e-6)
+    assert got == pytest.approx({k: v for k, v in gate_iou_metric(pred.numpy(), target.numpy(), 4, None).items()}
+                                | {"dice": got["dice"]}, abs=1e-6)
+
+
+def test_segmentation_metrics_equal_gates_iou_metric_on_random_masks_with_ignored_pixels():
+    gen = torch.Generator().manual_seed(3)
+    target = torch.randint(0, 6, (4, 16, 16), generator=gen)
+    target[target == 5] = 3  # class 5 never in the target ...
+    pred = torch.randint(0, 7, (4, 16, 16), generator=gen).clamp(max=5)  # ... but predicted; class 6 (ignore) not
+    target[:, :3] = 255
+    adapter = SegmentationAdapter(LEVEL_DIMS, 6, ignore_index=255)
+    metrics = adapter.make_metrics()
+    for b in range(4):  # batch by batch: the areas are pooled over the split
+        metrics.update(onehot_logits(pred[b:b + 1], 6), target[b:b + 1])
+    got = {k: float(v) for k, v in metrics.compute().items()}
+    expected = gate_iou_metric(pred.numpy(), target.numpy(), 6, 255)
+    for key in ("miou", "mean_acc", "overall_acc"):
+        assert got[key] == pytest.approx(expected[key], abs=1e-6), key
+
+
+# -------------------------------------------------------------------------------------- medical (ACDC)
+
+ACDC_LIKE = DatasetSpec(name="acdc_like", modality="image", task="segmentation", num_classes=4,
+                        class_names=("background", "right ventricle", "myocardium", "left ventricle"),
+                        targets={"mask": "mask", "volume": "volume"})
+
+
+def test_medical_dice_per_structure_is_averaged_over_the_volumes_that_hold_it():
+    """Volume 0: target [1,1,2,3], prediction [1,2,2,3] -> RV 2*1/(1+2) = 2/3, MYO 2*1/(2+1) = 2/3, LV 1.
+    Volume 1: target [1,3,3,0], prediction [1,3,0,0] -> RV 1, LV 2*1/(2+1) = 2/3, MYO in neither (0/0: left out).
+    dice/right_ventricle (2/3 + 1)/2 = 5/6; dice/myocardium 2/3 (volume 0 only); dice/left_ventricle 5/6.
+    dice: volume 0 (2/3 + 2/3 + 1)/3 = 7/9, volume 1 (1 + 2/3)/2 = 5/6 -> 29/36."""
+    adapter = MedicalSegmentationAdapter(LEVEL_DIMS, 4, spec=ACDC_LIKE)
+    target = {"mask": torch.tensor([[[1, 1, 2, 3]], [[1, 3, 3, 0]]]), "volume": torch.tensor([0, 1])}
+    pred = torch.tensor([[[1, 2, 2, 3]], [[1, 3, 0, 0]]])
+    got = computed(adapter.make_metrics(), onehot_logits(pred, 4), target)
+    assert {k for k in got if k.startswith("dice/")} == {"dice/right_ventricle", "dice/myocardium", "dice/left_ventricle"}
+    assert got["dice/right_ventricle"] == pytest.approx(5 / 6, abs=1e-6)
+    assert got["dice/myocardium"] == pytest.approx(2 / 3, abs=1e-6)
+    assert got["dice/left_ventricle"] == pytest.approx(5 / 6, abs=1e-6)
+    assert got["dice"] == pytest.approx(29 / 36, abs=1e-6)
+    assert all(lookup(k) is not None and lookup(k).higher_is_better for k in got)
+
+
+def test_a_structure_the_test_split_lacks_gets_no_dice_key_and_one_warning():
+    adapter = MedicalSegmentationAdapter(LEVEL_DIMS, 4, spec=ACDC_LIKE)
+    no_myo = [np.array([[1, 3], [0, 0]], dtype=np.int64), np.array([[3, 0], [0, 1]], dtype=np.int64)]
+    split = datasets.Dataset.from_dict({"mask": [m.tolist() for m in no_myo], "volume": [0, 0]})
+    adapter.check_split(ACDC_LIKE, "val", split)  # a val split without it: no warning, keys follow the test split
+    with pytest.warns(UserWarning, match=r"split 'test' holds no pixel of \['myocardium'\]") as seen:
+        adapter.check_split(ACDC_LIKE, "test", split)
+    assert len([w for w in seen if "holds no pixel" in str(w.message)]) == 1
+    assert {k for k in adapter.make_metrics().keys() if k.startswith("dice/")} == {
+        "dice/right_ventricle", "dice/left_ventricle"}
