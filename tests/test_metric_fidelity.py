@@ -5,15 +5,21 @@ Each test names the rule it holds and the value the old code gave, so a regressi
 
 from __future__ import annotations
 
+import math
+import warnings
+
 import datasets
 import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 
+from gate.adapters.multilabel import MultilabelClassifier
 from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter
 from gate.data.spec import DatasetSpec
 from gate.metrics import lookup
+
+from helpers import compose_run
 
 LEVEL_DIMS = [8]
 
@@ -115,3 +121,76 @@ def test_a_structure_the_test_split_lacks_gets_no_dice_key_and_one_warning():
     assert len([w for w in seen if "holds no pixel" in str(w.message)]) == 1
     assert {k for k in adapter.make_metrics().keys() if k.startswith("dice/")} == {
         "dice/right_ventricle", "dice/left_ventricle"}
+
+
+# ---------------------------------------------------------------------------------------------- multi-label
+
+ML = DatasetSpec(name="ml", modality="image", task="multilabel", num_classes=4, class_names=("a", "b", "c", "d"),
+                 targets={"labels": "multi_hot"})
+# Class a: positives at 0 and 2; b: at 1 and 3; c: no positive; d: no negative.
+ML_TARGET = torch.tensor([[1, 0, 0, 1], [0, 1, 0, 1], [1, 0, 0, 1], [0, 1, 0, 1]], dtype=torch.float32)
+ML_LOGITS = torch.tensor([[2.0, 0.0, 0.3, 0.1], [-1.0, 1.0, -0.2, 0.2], [0.5, -1.0, 0.1, -0.3], [1.0, 2.0, 0.0, 0.4]])
+
+
+def _multi_hot_split(rows) -> datasets.Dataset:
+    rows = [list(map(int, r)) for r in rows]
+    return datasets.Dataset.from_dict({"image": [[[0]] for _ in rows], "labels": rows})
+
+
+def test_multilabel_macro_leaves_out_classes_without_positives_or_negatives():
+    """Class a: positive scores 2, 0.5 vs negative -1, 1: 3 of 4 pairs ordered -> AUC 0.75; ranked
+    2(+) 1(-) 0.5(+) -1(-): AP (1/1 + 2/3)/2 = 5/6. Class b: positives 1, 2 above negatives 0, -1: AUC 1, AP 1.
+    c (no positive) and d (no negative) are undefined: auc_macro (0.75 + 1)/2 = 0.875, aps_macro (5/6 + 1)/2,
+    auc_classes 2. The old macro averaged c and d in as AUC 0: (0.75 + 1 + 0 + 0)/4 = 0.4375."""
+    from sklearn.metrics import average_precision_score, roc_auc_score
+
+    adapter = MultilabelClassifier(feature_dim=4, num_classes=4, spec=ML)
+    with pytest.warns(UserWarning, match=r"2 of 4 classes have no positive or no negative.*\['c', 'd'\]") as seen:
+        metrics = adapter.make_metrics()
+        metrics.update(ML_LOGITS[:2], ML_TARGET[:2])  # two batches: one warning for the evaluation, none per batch
+        metrics.update(ML_LOGITS[2:], ML_TARGET[2:])
+        got = {k: float(v) for k, v in metrics.compute().items()}
+    assert len([w for w in seen if "multi-label:" in str(w.message)]) == 1
+    assert got["auc/a"] == pytest.approx(0.75) and got["auc/b"] == pytest.approx(1.0)
+    assert got["auc_macro"] == pytest.approx(0.875, abs=1e-6)
+    assert got["aps_macro"] == pytest.approx((5 / 6 + 1) / 2, abs=1e-6)
+    assert got["auc_classes"] == 2
+    probs = torch.sigmoid(ML_LOGITS).numpy()
+    assert got["auc_macro"] == pytest.approx(np.mean([roc_auc_score(ML_TARGET[:, i], probs[:, i]) for i in (0, 1)]))
+    assert got["aps_macro"] == pytest.approx(np.mean([average_precision_score(ML_TARGET[:, i], probs[:, i])
+                                                      for i in (0, 1)]))
+    # Undefined per-class scores are NaN, never 0 or 1 (and are not made once the test split is known).
+    assert math.isnan(got["auc/c"]) and math.isnan(got["aps/d"])
+    assert lookup("auc_classes") is not None and lookup("test/ensemble_3/auc_classes").higher_is_better
+
+
+def test_multilabel_per_class_keys_follow_the_classes_the_test_split_defines():
+    adapter = MultilabelClassifier(feature_dim=4, num_classes=4, spec=ML)
+    adapter.check_split(ML, "test", _multi_hot_split(ML_TARGET.int().tolist()))
+    keys = set(adapter.make_metrics().keys())
+    assert {"auc/a", "auc/b", "aps/a", "aps/b"} <= keys
+    assert not {"auc/c", "auc/d", "aps/c", "aps/d"} & keys
+    assert {f"brier/{c}" for c in "abcd"} <= keys and {"auc_macro", "aps_macro", "auc_classes"} <= keys  # Brier is defined
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        values = computed(adapter.make_metrics(), ML_LOGITS, ML_TARGET)
+    assert all(math.isfinite(v) for v in values.values())  # every key made can be recorded
+
+
+def test_a_test_split_that_defines_no_class_is_refused_before_training():
+    """data.max_test_samples=1: one example is all-positive or all-negative for every class (old: auc_macro 0.0)."""
+    adapter = MultilabelClassifier(feature_dim=4, num_classes=4, spec=ML)
+    with pytest.raises(ValueError, match=r"dataset 'ml': split 'test' \(1 examples\) has no class with both a positive "
+                                         r"and a negative example.*data.max_test_samples"):
+        adapter.check_split(ML, "test", _multi_hot_split([[1, 0, 0, 1]]))
+    adapter.check_split(ML, "train", _multi_hot_split([[1, 0, 0, 1]]))  # training on it is another matter
+
+
+def test_gate_run_refuses_a_multilabel_eval_cap_of_one_before_building_anything(tmp_path):
+    from gate.errors import ConfigError
+    from gate.validate import validate_run_config
+
+    with pytest.raises(ConfigError, match=r"data.max_test_samples=1 is invalid: a multi-label split needs >= 2"):
+        validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=1"]))
+    validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=2"]))
+    validate_run_config(compose_run(tmp_path, ["dataset=digits", "data.max_test_samples=1"]))  # classification: fine
