@@ -15,6 +15,7 @@ import torch
 from torch.nn import functional as F
 
 from gate.adapters.multilabel import MultilabelClassifier
+from gate.adapters.relational import RelationalReasoner
 from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter
 from gate.data.spec import DatasetSpec
 from gate.metrics import lookup
@@ -194,3 +195,24 @@ def test_gate_run_refuses_a_multilabel_eval_cap_of_one_before_building_anything(
         validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=1"]))
     validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=2"]))
     validate_run_config(compose_run(tmp_path, ["dataset=digits", "data.max_test_samples=1"]))  # classification: fine
+
+
+# ------------------------------------------------------------------------------------------------ relational
+
+QA = DatasetSpec(name="qa", modality="image", task="relational", num_classes=4,
+                 targets={"answer": "answer", "answer_type": "answer_type"},
+                 options={"answer_types": {"count": 2, "exists": 2}})
+
+
+def test_an_answer_type_without_questions_is_left_out_not_recorded_as_zero():
+    """Test split of two 'count' questions (one answered right) and no 'exists' question: acc@1 = 1/2 and
+    acc@1/count = 1/2; acc@1/exists is 0/0, which the old code recorded as 0."""
+    adapter = RelationalReasoner(token_dim=8, spec=QA, width=8, depth=1, heads=2)
+    split = datasets.Dataset.from_dict({"image": [[[0]], [[0]]], "question": ["how many cubes", "how many balls"],
+                                        "answer": [1, 0], "answer_type": [0, 0]})
+    with pytest.warns(UserWarning, match=r"split 'test' has no question of answer type\(s\) \['exists'\]"):
+        adapter.check_split(QA, "test", split)
+    predictions = torch.tensor([[0.0, 5.0, 0.0, 0.0], [0.0, 5.0, 0.0, 0.0]])  # both say answer 1
+    got = computed(adapter.make_metrics(), predictions, {"answer": torch.tensor([1, 0]),
+                                                         "answer_type": torch.tensor([0, 0])})
+    assert got == {"acc@1": pytest.approx(0.5), "acc@1/count": pytest.approx(0.5)}
