@@ -17,6 +17,7 @@ from torch.nn import functional as F
 from gate.adapters.multilabel import MultilabelClassifier
 from gate.adapters.relational import RelationalReasoner
 from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter
+from gate.adapters.temporal import TemporalClassifier, TemporalRegressor
 from gate.data.spec import DatasetSpec
 from gate.metrics import lookup
 
@@ -216,3 +217,41 @@ def test_an_answer_type_without_questions_is_left_out_not_recorded_as_zero():
     got = computed(adapter.make_metrics(), predictions, {"answer": torch.tensor([1, 0]),
                                                          "answer_type": torch.tensor([0, 0])})
     assert got == {"acc@1": pytest.approx(0.5), "acc@1/count": pytest.approx(0.5)}
+
+
+# -------------------------------------------------------------------------------------------------- temporal
+
+
+def clips(num_classes: int = 3) -> DatasetSpec:
+    return DatasetSpec(name="clips", modality="video", task="temporal_classification", num_classes=num_classes,
+                       targets={"label": "clip_label"}, options={"frames": 2})
+
+
+def test_top_k_at_or_above_the_class_count_is_left_out_with_one_line():
+    """acc@5 with 3 classes: every label is among the top 5 -> 1 whatever the model (GATE records top-min(5, C))."""
+    with pytest.warns(UserWarning, match=r"acc@k for k=\[5\] is not recorded: with 3 classes") as seen:
+        small = TemporalClassifier(feature_dim=4, spec=clips(3), num_classes=3, width=8, heads=2, depth=1)
+    assert len(seen) == 1 and set(small.make_metrics().keys()) == {"acc@1"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # six classes: acc@5 measures something, no warning
+        big = TemporalClassifier(feature_dim=4, spec=clips(6), num_classes=6, width=8, heads=2, depth=1)
+    assert set(big.make_metrics().keys()) == {"acc@1", "acc@5"}
+
+
+def test_regression_predictions_are_de_standardised_in_float32_under_bf16_autocast():
+    """Train mean 500.3, std 1.7: prediction = z * 1.7 + 500.3 with z the head's output. In bf16 (8-bit mantissa)
+    values in [256, 512) are multiples of 2, so the old bf16 affine was off by up to 1."""
+    spec = DatasetSpec(name="speed", modality="video", task="temporal_regression", num_classes=1,
+                       targets={"speed": "clip_value"}, options={"frames": 2})
+    torch.manual_seed(0)
+    adapter = TemporalRegressor(feature_dim=4, spec=spec, width=8, heads=2, depth=1).eval()
+    adapter.target_mean.fill_(500.3)
+    adapter.target_std.fill_(1.7)
+    frames = torch.randn(16, 2, 4)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        z = super(TemporalRegressor, adapter).temporal(frames).squeeze(-1)
+        predictions = adapter.temporal(frames)
+    assert z.dtype == torch.bfloat16  # autocast is on: the head itself runs in bf16
+    assert predictions.dtype == torch.float32
+    expected = z.double() * 1.7 + 500.3
+    assert torch.allclose(predictions.double(), expected, atol=1e-3)
