@@ -10,6 +10,7 @@ import warnings
 
 import datasets
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from torch.nn import functional as F
@@ -255,3 +256,26 @@ def test_regression_predictions_are_de_standardised_in_float32_under_bf16_autoca
     assert predictions.dtype == torch.float32
     expected = z.double() * 1.7 + 500.3
     assert torch.allclose(predictions.double(), expected, atol=1e-3)
+
+
+# ---------------------------------------------------------------------------------- report: notes vs GATE
+
+
+def test_the_acdc_note_is_read_from_its_dataset_config_and_printed_beside_its_numbers(tmp_path):
+    from gate.analysis.meta import load_benchmark_meta
+    from gate.analysis.pipeline import run_analysis
+
+    note = load_benchmark_meta()["acdc"].notes_vs_gate
+    assert "pooled" in note and "no hard Dice" in note
+    rows = [{"encoder": e, "dataset": d, "metric": m, "value": v}
+            for e, base in (("enc_a", 0.7), ("enc_b", 0.6))
+            for d, m, v in (("acdc", "dice", base), ("digits", "acc@1", base + 0.2))]
+    results = tmp_path / "results.csv"
+    pd.DataFrame(rows).to_csv(results, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = run_analysis(results, tmp_path / "report", figures=False)
+    page = out.files["report.html"].read_text()
+    assert "acdc †" in page and "no hard Dice" in page
+    assert page.count("no hard Dice") >= 2  # beside the results table's row and in the benchmark table
+    assert "digits †" not in page
