@@ -55,10 +55,25 @@ def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:
     return hydra.utils.instantiate(plain, **extra, _convert_="all")
 
 
-def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None) -> GATEEncoder:
+def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None, seed: int | None = None) -> GATEEncoder:
     """The encoder of ``encoder_cfg``; for a ``modality`` it does not take but its body can (a text or audio
     body fed images), wrapped behind the patch stem of the config's ``stem:`` section (modality shifting,
-    :mod:`gate.encoders.stems`)."""
+    :mod:`gate.encoders.stems`).
+
+    ``seed``: every random initialisation (a scratch encoder's weights, a new stem, a reset head) is drawn from
+    ``torch.manual_seed(seed)`` inside a forked CPU generator, so the same seed builds the same encoder and the
+    process-wide generator is left as it was. Fine-tuning seeds the process with ``seed_everything(seed)`` just
+    before building, which draws the very same weights; gate-score passes its experiment's seed here."""
+    if seed is None:
+        return _build_encoder(encoder_cfg, modality)
+    import torch
+
+    with torch.random.fork_rng(devices=[]):  # encoders are built on the CPU
+        torch.manual_seed(int(seed))
+        return _build_encoder(encoder_cfg, modality)
+
+
+def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATEEncoder:
     from .encoders.stems import needs_stem, stem_encoder
 
     plain = dict(to_plain(encoder_cfg))

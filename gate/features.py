@@ -4,7 +4,9 @@
 ``(n, D)``, integer labels ``(n,)`` and, for encoders with a source classification head, source-class
 probabilities ``(n, S)`` (softmax of the head's logits). The first call builds the encoder and the split,
 runs the encoder once (eval mode, no gradients, deterministic evaluation transform — never the training
-augmentation, whatever the split) and saves the result; later calls with the same key load it.
+augmentation, whatever the split) and saves the result; later calls with the same key load it. The encoder is
+built seeded from the config's ``seed`` (:func:`gate.build.build_encoder`), so a randomly initialised encoder
+gives the same features on every extraction (the cache is never what makes them agree).
 
 The cache key is a hash of everything that changes the numbers: the resolved encoder config (including its
 ``image_size`` and other transform settings), the resolved dataset config, the split, the seed (which fixes
@@ -55,8 +57,11 @@ class FeatureSet:
 def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | None) -> dict[str, Any]:
     """The plain-data description of a feature pass (what the cache is keyed by)."""
     config = to_plain(config)
+    # "init": features cached before encoders were built seeded came from an unrecorded random initialisation
+    # (for a scratch encoder); the marker keeps them from being reused.
     return {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
-            "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples)}
+            "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples),
+            "init": "seeded"}
 
 
 def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> Path:
@@ -123,7 +128,9 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
                               from_cache=True)
 
     start = time.perf_counter()
-    encoder = build_encoder(key["encoder"], key["dataset"].get("modality"))
+    # Seeded from the experiment's seed: a randomly initialised encoder (resnet18_scratch) gives the same features
+    # on every extraction, and the same initial weights as a fine-tuning run of that seed.
+    encoder = build_encoder(key["encoder"], key["dataset"].get("modality"), seed=key["seed"])
     spec = build_spec(key["dataset"])
     encoder.check_modality(spec.modality, spec.name)
     column = spec.label_column

@@ -61,6 +61,8 @@ register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class
 register("auc_macro", True, 0.0, 1.0, description="area under the ROC curve, macro-averaged over classes")
 register("aps", True, 0.0, 1.0, description="average precision (one class)")
 register("aps_macro", True, 0.0, 1.0, description="average precision, macro-averaged over classes")
+register("auc_classes", True, 0.0, description="how many classes entered auc_macro and aps_macro: those with at least "
+                                               "one positive and one negative example in the split (a count)")
 register("brier", False, 0.0, 1.0, description="Brier score (one class)")
 register("brier_macro", False, 0.0, 1.0, description="Brier score, macro-averaged over classes")
 register("miou", True, 0.0, 1.0, description="mean intersection over union over classes")

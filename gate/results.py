@@ -37,7 +37,9 @@ _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher"
                     *LAYOUT_KEYS,
                     "trainer.enable_model_summary", "trainer.log_every_n_steps",
                     # where a dataset's (generated or downloaded) files are kept, not what they hold
-                    "dataset.builder.cache_dir", "dataset.data_dir", "dataset.builder.data_dir")
+                    "dataset.builder.cache_dir", "dataset.data_dir", "dataset.builder.data_dir",
+                    # a note for the report on how the benchmark departs from GATE's protocol, not a setting
+                    "dataset.notes_vs_gate")
 # (split manifests live under paths.data, already run-only: the source hash inside a manifest, checked on load,
 # guards what the data is; dataset.splits and dataset.source.revision stay in the identity)
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {

@@ -12,6 +12,10 @@ says how each score was computed: ``{"seconds": <time this score took>, "extract
 cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D}``. Re-running is a no-op for the
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
 the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`).
+
+The encoder is built seeded from the experiment's ``seed`` (:func:`gate.build.build_encoder`), as fine-tuning
+builds it: a randomly initialised encoder (``resnet18_scratch``) scores the same on every extraction, and is the
+very encoder a fine-tuning run of that seed starts from.
 """
 
 from __future__ import annotations

@@ -262,7 +262,11 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     c.integer("data.eval_batch_size", 1, optional=True, required=False)
     c.integer("data.num_workers", 0, required=False)
     for split in SPLITS:
-        c.integer(f"data.max_{split}_samples", 1, optional=True, required=False)
+        cap = c.integer(f"data.max_{split}_samples", 1, optional=True, required=False)
+        if split != "train" and cap == 1 and c.get("dataset.task", None) == "multilabel":
+            # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
+            c.bad(f"data.max_{split}_samples", cap, "a multi-label split needs >= 2 examples (a class enters "
+                                                    "auc_macro only with a positive and a negative example)")
     max_steps = c.integer("trainer.max_steps", 1)
     every = c.get("trainer.val_check_interval")
     if isinstance(every, bool) or not isinstance(every, (int, float)) or every <= 0 or \

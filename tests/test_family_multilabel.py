@@ -59,7 +59,8 @@ def test_brier_is_the_mean_squared_error_of_the_probabilities():
 
 def test_every_key_is_a_registered_scalar_and_per_class_keys_use_the_class_names():
     got = computed(torch.randn(6, 3, generator=torch.Generator().manual_seed(0)))
-    expected = {"auc_macro", "aps_macro", "brier_macro"} | {f"{m}/{n}" for m in ("auc", "aps", "brier") for n in NAMES}
+    expected = {"auc_macro", "aps_macro", "auc_classes", "brier_macro"} | {f"{m}/{n}" for m in ("auc", "aps", "brier")
+                                                                          for n in NAMES}
     assert set(got) == expected
     assert all(lookup(k) is not None for k in got)
     no_names = DatasetSpec(name="toy", modality="image", task="multilabel", num_classes=3,

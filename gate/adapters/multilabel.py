@@ -5,8 +5,18 @@ binary cross-entropy with logits on the multi-hot target. Recorded metrics, as i
 
 * ``auc_macro`` / ``auc/<class>``: area under the ROC curve (torchmetrics ``MultilabelAUROC``);
 * ``aps_macro`` / ``aps/<class>``: average precision (torchmetrics ``MultilabelAveragePrecision``);
+* ``auc_classes``: how many classes entered ``auc_macro`` and ``aps_macro`` (below);
 * ``brier_macro`` / ``brier/<class>``: Brier score, the mean squared error of the sigmoid probabilities
   (torchmetrics has no multi-label Brier score: :class:`MultilabelBrierScore` below).
+
+A class whose split holds no positive or no negative example has no ROC curve (AUC is 0/0; torchmetrics
+returns 0) and a degenerate precision-recall curve (no positive: undefined, torchmetrics returns 0; no negative:
+1 whatever the scores). Such a class is LEFT OUT of ``auc_macro`` and ``aps_macro`` (the macro averages the
+other classes, one warning per evaluation names it), ``auc_classes`` records how many classes entered, and its
+``auc/<class>`` and ``aps/<class>`` are not recorded (once :meth:`MultilabelClassifier.check_split` has seen the
+test split, they are made only for classes the test split defines; on other splits such a key computes NaN).
+A val or test split where no class is defined is refused before training (``check_split``). GATE's code
+(scikit-learn's ``roc_auc_score`` per class) raises on such a class instead.
 
 ``<class>`` is the dataset's class name (``spec.class_names``) or the class index. Every key is its own
 ``Metric`` returning a scalar, so Lightning can log each of them; the per-class metrics subclass the macro ones
@@ -19,6 +29,7 @@ Test-time ensembles average the logits (the engine's default).
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,6 +39,7 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecision
+from torchmetrics.utilities import dim_zero_cat
 
 from .base import Adapter
 
@@ -60,6 +72,32 @@ class MultilabelBrierScore(Metric):
         return per_class.mean() if self.average == "macro" else per_class
 
 
+def defined_classes(target: torch.Tensor) -> torch.Tensor:
+    """(C,) bool: the classes of an (N, C) 0/1 target with at least one positive and one negative example."""
+    positives = (target == 1).sum(dim=0)
+    return (positives > 0) & (positives < target.shape[0])
+
+
+class _Undefined:
+    """Mixin for torchmetrics' multi-label AUROC / average precision (``preds``/``target`` list states): scores
+    per class with the undefined classes (:func:`defined_classes`) as NaN, and their mean over defined ones."""
+
+    def _defined(self) -> torch.Tensor:
+        target = dim_zero_cat(self.target)
+        return defined_classes(target.reshape(-1, self.num_labels))
+
+    def _per_class(self) -> torch.Tensor:
+        with warnings.catch_warnings():  # torchmetrics warns per class and per call; the adapter says it once
+            warnings.filterwarnings("ignore", message=r"No (positive|negative) samples")
+            per_class = super().compute()
+        return torch.where(self._defined(), per_class.float(), torch.tensor(float("nan")))
+
+    def compute(self) -> torch.Tensor:
+        per_class = self._per_class()
+        defined = ~per_class.isnan()
+        return per_class[defined].mean() if bool(defined.any()) else torch.tensor(float("nan"))
+
+
 class _SigmoidInputs:
     """Mixin: feed the metric sigmoid probabilities and integer targets (predictions arrive as logits, targets as
     floats)."""
@@ -80,24 +118,66 @@ class _OneClass:
         return super().compute()[self.index]
 
 
-class AUROCOnLogits(_SigmoidInputs, MultilabelAUROC):
-    pass
+class AUROCOnLogits(_SigmoidInputs, _Undefined, MultilabelAUROC):
+    """AUROC macro-averaged over the classes the split defines (NaN when none is)."""
+
+    def __init__(self, num_labels: int, **kwargs: Any) -> None:
+        kwargs.pop("average", None)  # always per class underneath: the macro is taken over the defined classes
+        super().__init__(num_labels=num_labels, average=None, **kwargs)
 
 
-class APSOnLogits(_SigmoidInputs, MultilabelAveragePrecision):
-    pass
+class APSOnLogits(_SigmoidInputs, _Undefined, MultilabelAveragePrecision):
+    """Average precision macro-averaged over the classes the split defines (NaN when none is)."""
+
+    def __init__(self, num_labels: int, **kwargs: Any) -> None:
+        kwargs.pop("average", None)
+        super().__init__(num_labels=num_labels, average=None, **kwargs)
 
 
 class BrierOnLogits(_SigmoidInputs, MultilabelBrierScore):
     pass
 
 
-class ClassAUROC(_OneClass, AUROCOnLogits):
-    pass
+class ClassAUROC(AUROCOnLogits):
+    """One class's AUROC (NaN when the split does not define it)."""
+
+    def __init__(self, num_labels: int, index: int) -> None:
+        super().__init__(num_labels)
+        self.index = index
+
+    def compute(self) -> torch.Tensor:
+        return self._per_class()[self.index]
 
 
-class ClassAPS(_OneClass, APSOnLogits):
-    pass
+class ClassAPS(APSOnLogits):
+    """One class's average precision (NaN when the split does not define it)."""
+
+    def __init__(self, num_labels: int, index: int) -> None:
+        super().__init__(num_labels)
+        self.index = index
+
+    def compute(self) -> torch.Tensor:
+        return self._per_class()[self.index]
+
+
+class DefinedClasses(AUROCOnLogits):
+    """``auc_classes``: how many classes entered ``auc_macro`` and ``aps_macro`` (those with a positive and a
+    negative example in the split). When some did not, it warns once per evaluation, naming them."""
+
+    def __init__(self, num_labels: int, class_keys: list[str] | None = None) -> None:
+        super().__init__(num_labels)
+        self.class_keys = list(class_keys) if class_keys else [str(i) for i in range(num_labels)]
+
+    def compute(self) -> torch.Tensor:
+        defined = self._defined()
+        left_out = [self.class_keys[i] for i in torch.nonzero(~defined).flatten().tolist()]
+        if left_out:
+            n = int(defined.sum())
+            warnings.warn(f"multi-label: {len(left_out)} of {self.num_labels} classes have no positive or no "
+                          f"negative example in this split ({left_out}): left out of auc_macro and aps_macro, which "
+                          f"average the other {n} (auc_classes={n})"
+                          + ("; both are undefined" if n == 0 else ""), stacklevel=2)
+        return defined.sum().float()
 
 
 class ClassBrier(_OneClass, BrierOnLogits):
@@ -133,6 +213,8 @@ class MultilabelClassifier(Adapter):
         self.class_keys = keys
         self.per_class = per_class
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_dim, num_classes))
+        #: split name -> the classes it defines (bool per class), filled by :meth:`check_split`.
+        self.split_defined: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------------------------------ model
     def forward(self, encoded, batch) -> torch.Tensor:
@@ -146,13 +228,17 @@ class MultilabelClassifier(Adapter):
 
     def make_metrics(self) -> MetricCollection:
         c = self.num_classes
-        metrics: dict[str, Metric] = {"auc_macro": AUROCOnLogits(num_labels=c, average="macro"),
-                                      "aps_macro": APSOnLogits(num_labels=c, average="macro"),
+        metrics: dict[str, Metric] = {"auc_macro": AUROCOnLogits(num_labels=c),
+                                      "aps_macro": APSOnLogits(num_labels=c),
+                                      "auc_classes": DefinedClasses(c, self.class_keys),
                                       "brier_macro": BrierOnLogits(num_labels=c, average="macro")}
         if self.per_class:
+            # AUC and AP per class only where the test split defines them (all classes until it is checked).
+            defined = self.split_defined.get("test")
             for i, key in enumerate(self.class_keys):
-                metrics[f"auc/{key}"] = ClassAUROC(c, i)
-                metrics[f"aps/{key}"] = ClassAPS(c, i)
+                if defined is None or defined[i]:
+                    metrics[f"auc/{key}"] = ClassAUROC(c, i)
+                    metrics[f"aps/{key}"] = ClassAPS(c, i)
                 metrics[f"brier/{key}"] = ClassBrier(c, i)
         return MetricCollection(metrics)
 
@@ -167,12 +253,21 @@ class MultilabelClassifier(Adapter):
         return None  # a multi-hot target has no single label to stratify by: computed splits are plain
 
     def check_split(self, spec, name: str, split) -> None:
-        check_multi_hot(spec, name, split, spec.column("multi_hot"))
+        """0/1 vectors of the declared width; records which classes the split defines (a positive and a negative
+        example: :func:`defined_classes`). An evaluation split that defines none is refused: ``auc_macro``, the
+        checkpoint monitor and the tier metric, would be undefined (e.g. ``data.max_test_samples=1``)."""
+        rows = check_multi_hot(spec, name, split, spec.column("multi_hot"))
+        defined = defined_classes(torch.as_tensor(rows)).numpy()
+        self.split_defined[name] = defined
+        if name in ("val", "test") and not defined.any():
+            raise ValueError(f"dataset {spec.name!r}: split {name!r} ({len(rows)} examples) has no class with both a "
+                             f"positive and a negative example, so auc_macro and aps_macro are undefined on it; "
+                             f"evaluate on more examples (data.max_{name}_samples)")
 
 
-def check_multi_hot(spec, split_name: str, split, column: str) -> None:
-    """Raise a ValueError naming the dataset, split and first bad example when a multi-hot column is not a 0/1
-    vector of length ``spec.num_classes``."""
+def check_multi_hot(spec, split_name: str, split, column: str) -> np.ndarray:
+    """The split's (N, C) multi-hot rows; raise a ValueError naming the dataset, split and first bad example when
+    a multi-hot column is not a 0/1 vector of length ``spec.num_classes``."""
     where = f"dataset {spec.name!r}: split {split_name!r}"
     values = split.select_columns([column]).with_format("numpy")[:][column]
     array = np.asarray(values) if not isinstance(values, list) else None
@@ -194,3 +289,4 @@ def check_multi_hot(spec, split_name: str, split, column: str) -> None:
         i, j = (int(v) for v in np.argwhere(bad)[0])
         raise ValueError(f"{where}: example {i} has {column}[{j}]={rows[i, j].item()!r}; a multi-hot target holds "
                          f"only 0 and 1")
+    return rows

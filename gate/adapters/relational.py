@@ -19,7 +19,10 @@ Design (the GATE paper's relational family, CLEVR / CLEVR-Math):
   is its predicted answer.
 
 Metrics: ``acc@1`` over all examples and ``acc@1/<answer type>`` per type; checkpoints ranked by val
-``acc@1``. Target: ``{"answer": (B,), "answer_type": (B,)}``. The question is tokenised on the data side
+``acc@1``. An answer type with no question in a split has no accuracy (0/0): once :meth:`check_split` has seen the
+test split, ``acc@1/<type>`` is made only for the types it holds (one warning names the others; on a split
+without the type such a key computes NaN, never 0). GATE's code likewise logs a type's accuracy only for batches
+that hold it. Target: ``{"answer": (B,), "answer_type": (B,)}``. The question is tokenised on the data side
 (:meth:`RelationalReasoner.example_targets`) into ``question_ids`` (B, ``max_question_tokens``); its column is
 ``options.question_column`` (default ``question``). Checkpoint ensembles average the concatenated logits.
 """
@@ -29,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -110,7 +114,9 @@ class AnswerAccuracy(Metric):
         self.total += right.numel()
 
     def compute(self) -> torch.Tensor:
-        return self.correct / self.total.clamp_min(1.0)
+        if float(self.total) == 0:
+            return torch.tensor(float("nan"))  # no question of this type: undefined, never 0
+        return self.correct / self.total
 
 
 class RelationalReasoner(Adapter):
@@ -156,6 +162,8 @@ class RelationalReasoner(Adapter):
         self.transformer = nn.TransformerEncoder(layer, depth, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(width)
         self.heads = nn.ModuleList(nn.Linear(width, n) for n in self.answer_types.values())
+        #: split name -> which answer types it holds (bool per type), filled by :meth:`check_split`.
+        self.split_types: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------------------------------ model
     def forward(self, encoded, batch) -> torch.Tensor:
@@ -181,8 +189,10 @@ class RelationalReasoner(Adapter):
 
     def make_metrics(self) -> MetricCollection:
         counts = list(self.answer_types.values())
+        held = self.split_types.get("test")  # every type until the test split has been checked
         metrics: dict[str, Metric] = {"acc@1": AnswerAccuracy(counts)}
-        metrics.update({f"acc@1/{name}": AnswerAccuracy(counts, index) for index, name in enumerate(self.type_names)})
+        metrics.update({f"acc@1/{name}": AnswerAccuracy(counts, index) for index, name in enumerate(self.type_names)
+                        if held is None or held[index]})
         return MetricCollection(metrics)
 
     # ------------------------------------------------------------------------------------------- data
@@ -229,6 +239,12 @@ class RelationalReasoner(Adapter):
         for i, text in enumerate(split[question]):
             if not isinstance(text, str) or not WORD.search(text.lower()):
                 raise ValueError(f"{where} example {i} has an empty question ({question}={text!r})")
+        held = np.bincount(kinds, minlength=len(names)) > 0
+        self.split_types[name] = held
+        if name == "test" and not held.all():
+            missing = [t for t, h in zip(names, held) if not h]
+            warnings.warn(f"{where} has no question of answer type(s) {missing}: their acc@1/<type> is undefined and "
+                          f"not recorded", stacklevel=2)
 
 
 def column_value(column: str, value: Any) -> str:

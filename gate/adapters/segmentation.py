@@ -11,22 +11,35 @@ Loss: a weighted sum of cross-entropy, focal loss (gamma 2) and soft Dice, all i
 (from the dataset spec). Classes are the mask's classes including background (``num_classes`` counts it).
 
 * :class:`SegmentationAdapter` (task "segmentation", target kind ``mask``): dataset-level metrics over all
-  pixels of a split (torchmetrics, confusion-matrix based): ``miou`` (mean IoU over classes),
-  ``mean_acc`` (per-class pixel accuracy averaged over classes), ``overall_acc`` (pixel accuracy) and ``dice``
-  (macro F1 over classes = Dice); classes absent from both target and prediction do not count. Checkpoints
-  are ranked by val ``miou``.
-* :class:`MedicalSegmentationAdapter`: rows are 2-D slices of 3-D volumes (a target of kind ``volume`` holds
-  each slice's volume id). Training is per slice; metrics are computed PER VOLUME (ACDC-style): per-volume
-  statistics are accumulated by volume id in :class:`VolumeSegmentationMetric`, so a volume's slices are
-  re-assembled whatever the batch order or batching, each volume is scored on its own and the scores are
-  averaged over volumes. Checkpoints are ranked by val ``dice``.
+  pixels of a split, pooled (one confusion matrix per split; ``ignore_index`` pixels left out):
 
-GATE differences: the paper decodes at a larger grid with wider blocks and trains at 224-1024 px; here only
-sizes differ (config keys). Its medical Dice is over the foreground structures, as here (``include_background``).
+  - ``miou``: IoU averaged over the classes present in the target OR the prediction (a class predicted but
+    absent from the target has IoU 0 and counts: it is a real false positive; a class absent from both is 0/0
+    and does not count) — the rule of GATE's ``IoUMetric`` and of mmseg's ``total_area_to_metrics``;
+  - ``mean_acc``: per-class pixel accuracy (recall) averaged over the classes present in the TARGET only (a
+    class absent from the target has no accuracy, 0/0, even when predicted) — GATE's and mmseg's rule;
+  - ``overall_acc``: pixel accuracy; ``dice``: macro F1 over classes (= Dice), classes absent from both target
+    and prediction left out, like ``miou``.
+
+  Checkpoints are ranked by val ``miou`` (as GATE's segmentation evaluator does).
+* :class:`MedicalSegmentationAdapter`: rows are 2-D slices of 3-D volumes (a target of kind ``volume`` holds
+  each slice's volume id). Training is per slice; metrics are computed PER VOLUME (as the ACDC challenge does):
+  per-volume statistics are accumulated by volume id in :class:`VolumeSegmentationMetric`, so a volume's slices
+  are re-assembled whatever the batch order or batching, each volume is scored on its own and the scores are
+  averaged over volumes. ``dice`` averages the foreground structures; ``dice/<structure>`` (from the dataset's
+  class names, e.g. ``dice/right_ventricle``) is each structure's Dice averaged over volumes, the numbers the
+  ACDC challenge reports. Checkpoints are ranked by val ``dice``.
+
+GATE differences. The paper decodes at a larger grid with wider blocks and trains at 224-1024 px; here only
+sizes differ (config keys). For medical segmentation (ACDC) GATE's code computes NO hard Dice: it reports IoU,
+mean and overall accuracy POOLED over all test pixels with background-labelled pixels dropped
+(``IoUMetric(ignore_index=0)``), and ranks checkpoints by its soft-Dice training loss on val. Ours is the
+per-volume Dice of the challenge, so ACDC numbers are not comparable with the paper's (docs/metrics.md).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,6 +51,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassJaccardIndex
 
 from .base import Adapter
+from .multilabel import metric_key
 
 _NO_IGNORE = -100  # the label F.cross_entropy ignores when the dataset declares no ignore_index
 
@@ -95,6 +109,25 @@ def segmentation_losses(logits: torch.Tensor, target: torch.Tensor, ignore_index
     return {"ce": ce, "focal": focal, "dice": dice}
 
 
+class PresentClassAccuracy(MulticlassAccuracy):
+    """Per-class pixel accuracy (recall, ``tp / (tp + fn)``) averaged over the classes present in the target.
+
+    torchmetrics' macro accuracy averages over every class that is in the target or the prediction, so a class
+    predicted but absent from the target enters with accuracy 0 (its 0/0 read as 0). GATE's ``IoUMetric`` and
+    mmseg's ``total_area_to_metrics`` leave such a class out; so does this metric. NaN when no class is present
+    (nothing to measure: a record refuses it)."""
+
+    def __init__(self, num_classes: int, ignore_index: int | None = None, **kwargs: Any) -> None:
+        super().__init__(num_classes, average="macro", ignore_index=ignore_index, **kwargs)
+
+    def compute(self) -> torch.Tensor:
+        tp, _, _, fn = self._final_state()
+        tp, present = tp.double(), (tp + fn) > 0
+        if not bool(present.any()):
+            return torch.tensor(float("nan"))
+        return (tp[present] / (tp + fn)[present].double()).mean().float()
+
+
 class SegmentationAdapter(Adapter):
     """The GATE segmentation decoder on the encoder's multi-level features; CE + focal + Dice loss; dataset-level
     ``miou``, ``mean_acc``, ``overall_acc`` and ``dice``. Best checkpoint by val ``miou``."""
@@ -122,6 +155,8 @@ class SegmentationAdapter(Adapter):
             raise ValueError(f"{type(self).__name__}: every loss weight is 0 ({self.weights})")
         self.focal_gamma = float(focal_gamma)
         self.mask_column = spec.column("mask") if spec is not None else "mask"
+        #: split name -> which classes its masks hold (bool per class), filled by :meth:`check_split`.
+        self.split_classes: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------------------------------ model
     def forward(self, encoded, batch) -> torch.Tensor:
@@ -145,7 +180,7 @@ class SegmentationAdapter(Adapter):
         c, ignore = self.num_classes, self.ignore_index
         return MetricCollection({
             "miou": MulticlassJaccardIndex(c, average="macro", ignore_index=ignore),
-            "mean_acc": MulticlassAccuracy(c, average="macro", ignore_index=ignore),
+            "mean_acc": PresentClassAccuracy(c, ignore_index=ignore),
             "overall_acc": MulticlassAccuracy(c, average="micro", ignore_index=ignore),
             "dice": MulticlassF1Score(c, average="macro", ignore_index=ignore),
         })
@@ -161,16 +196,24 @@ class SegmentationAdapter(Adapter):
         return None  # a mask is no single label
 
     def check_split(self, spec, name: str, split) -> None:
-        """Every mask value in [0, num_classes) or equal to ``ignore_index``."""
+        """Every mask value in [0, num_classes) or equal to ``ignore_index``. Records which classes the split's
+        masks hold (:attr:`split_classes`), so per-class metrics are made only for classes a split can score."""
         column = spec.column("mask")
         if len(split) == 0:
             raise ValueError(f"dataset {spec.name!r}: split {name!r} is empty")
+        present = np.zeros(spec.num_classes, dtype=bool)
         for start, masks in _chunks(split, column):
             for offset, mask in enumerate(masks):
                 mask = np.asarray(mask)
                 bad = (mask < 0) | (mask >= spec.num_classes)
                 if spec.ignore_index is not None:
                     bad &= mask != spec.ignore_index
+                if not bad.any():
+                    keep = (mask >= 0) & (mask < spec.num_classes)
+                    if spec.ignore_index is not None:
+                        keep &= mask != spec.ignore_index
+                    values = mask[keep]
+                    present |= np.bincount(values.astype(np.int64).ravel(), minlength=spec.num_classes) > 0
                 if bad.any():
                     values = sorted({int(v) for v in np.unique(mask[bad])})[:5]
                     raise ValueError(
@@ -178,6 +221,7 @@ class SegmentationAdapter(Adapter):
                         f"{values} outside 0..{spec.num_classes - 1}"
                         + (f" (ignore_index {spec.ignore_index})" if spec.ignore_index is not None else
                            " (no ignore_index declared)"))
+        self.split_classes[name] = present
 
 
 def _chunks(split, column: str, size: int = 512):
@@ -198,6 +242,11 @@ class VolumeSegmentationMetric(Metric):
     over the classes present in the volume's target or prediction (``mean_acc``: in its target), or
     ``overall_acc`` (the volume's pixel accuracy, all classes). A volume with no scored class present scores 1
     (nothing to find, nothing found). ``include_background``: whether class 0 is among the averaged classes.
+
+    ``class_index``: score that one class alone (``dice``, ``miou`` or ``mean_acc``), per volume, averaged over
+    the volumes where it is defined: present in the volume's target or prediction (``mean_acc``: in its
+    target). A structure absent from both in a volume is 0/0 there and that volume is left out of its mean; a
+    structure predicted where the target has none scores 0 (a false positive). NaN when no volume defines it.
     """
 
     full_state_update = False
@@ -205,12 +254,15 @@ class VolumeSegmentationMetric(Metric):
     is_differentiable = False
 
     def __init__(self, num_classes: int, score: str = "dice", include_background: bool = False,
-                 ignore_index: int | None = None, **kwargs: Any) -> None:
+                 ignore_index: int | None = None, class_index: int | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if score not in ("dice", "miou", "mean_acc", "overall_acc"):
             raise ValueError(f"unknown volume score {score!r}")
+        if class_index is not None and (score == "overall_acc" or not 0 <= class_index < num_classes):
+            raise ValueError(f"class_index={class_index!r} needs a per-class score and a class in 0..{num_classes - 1}")
         self.num_classes = int(num_classes)
         self.score = score
+        self.class_index = class_index
         self.include_background = include_background
         self.ignore_index = ignore_index
         for state in ("volumes", "intersection", "predicted", "actual"):
@@ -244,29 +296,41 @@ class VolumeSegmentationMetric(Metric):
         inter, pred, true = by_volume(self.intersection), by_volume(self.predicted), by_volume(self.actual)
         if self.score == "overall_acc":
             scores = inter.sum(1) / true.sum(1).clamp(min=1)
-        else:
-            if not self.include_background:
-                inter, pred, true = inter[:, 1:], pred[:, 1:], true[:, 1:]
-            if self.score == "dice":
-                denom, num, present = pred + true, 2 * inter, (pred + true) > 0
-            elif self.score == "miou":
-                denom, num, present = pred + true - inter, inter, (pred + true) > 0
-            else:  # mean_acc: recall of the classes the volume holds
-                denom, num, present = true, inter, true > 0
-            per_class = torch.where(present, num / denom.clamp(min=1), torch.zeros_like(num))
-            count = present.sum(1)
-            scores = torch.where(count > 0, per_class.sum(1) / count.clamp(min=1), torch.ones_like(count, dtype=num.dtype))
+            return {int(v): float(s) for v, s in zip(ids.tolist(), scores.tolist())}
+        if self.class_index is not None:
+            c = self.class_index
+            inter, pred, true = inter[:, c:c + 1], pred[:, c:c + 1], true[:, c:c + 1]
+        elif not self.include_background:
+            inter, pred, true = inter[:, 1:], pred[:, 1:], true[:, 1:]
+        if self.score == "dice":
+            denom, num, present = pred + true, 2 * inter, (pred + true) > 0
+        elif self.score == "miou":
+            denom, num, present = pred + true - inter, inter, (pred + true) > 0
+        else:  # mean_acc: recall of the classes the volume holds
+            denom, num, present = true, inter, true > 0
+        per_class = torch.where(present, num / denom.clamp(min=1), torch.zeros_like(num))
+        if self.class_index is not None:  # one structure: only the volumes where it is defined
+            return {int(v): float(s) for v, s, d in zip(ids.tolist(), per_class[:, 0].tolist(), present[:, 0].tolist())
+                    if d}
+        count = present.sum(1)
+        scores = torch.where(count > 0, per_class.sum(1) / count.clamp(min=1), torch.ones_like(count, dtype=num.dtype))
         return {int(v): float(s) for v, s in zip(ids.tolist(), scores.tolist())}
 
     def compute(self) -> torch.Tensor:
         scores = list(self.per_volume().values())
+        if self.class_index is not None and not scores:
+            return torch.tensor(float("nan"))  # no volume defines this structure: nothing to record
         return torch.tensor(float(np.mean(scores)) if scores else 0.0)
 
 
 class MedicalSegmentationAdapter(SegmentationAdapter):
     """The same decoder on 2-D slices of 3-D volumes, trained per slice and scored per volume: ``dice``,
     ``miou``, ``mean_acc`` (foreground classes unless ``include_background``) and ``overall_acc``, each averaged
-    over volumes. Loss Dice + CE (weights in the config). Best checkpoint by val ``dice``."""
+    over volumes, and ``dice/<structure>`` per scored class (named by :func:`metric_key` of the dataset's class
+    name, else the class index). Loss Dice + CE (weights in the config). Best checkpoint by val ``dice``.
+
+    A structure the test split's masks never hold has no Dice to record: once :meth:`check_split` has seen the
+    test split, ``dice/<structure>`` is made only for the structures it holds (one warning names the others)."""
 
     monitor = "dice"
 
@@ -278,15 +342,30 @@ class MedicalSegmentationAdapter(SegmentationAdapter):
                          ce_weight, focal_weight, dice_weight, focal_gamma, ignore_index)
         self.include_background = include_background
         self.volume_column = spec.column("volume") if spec is not None else "volume"
+        names = list(spec.class_names) if spec is not None and len(spec.class_names) == self.num_classes else []
+        keys = [metric_key(n) for n in names] if names else [str(i) for i in range(self.num_classes)]
+        if len(set(keys)) != len(keys):  # two names that read the same as keys: fall back to indices
+            keys = [str(i) for i in range(self.num_classes)]
+        self.class_keys = keys
 
     def target(self, batch) -> dict[str, torch.Tensor]:
         return {"mask": batch["mask"], "volume": batch["volume"]}
 
+    def scored_classes(self) -> list[int]:
+        """The classes with a ``dice/<structure>`` key: the foreground (every class with ``include_background``),
+        restricted to those the test split's masks hold once :meth:`check_split` has seen it."""
+        classes = list(range(0 if self.include_background else 1, self.num_classes))
+        held = self.split_classes.get("test")
+        return classes if held is None else [c for c in classes if held[c]]
+
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({
+        metrics: dict[str, Metric] = {
             score: VolumeSegmentationMetric(self.num_classes, score, self.include_background, self.ignore_index)
-            for score in ("dice", "miou", "mean_acc", "overall_acc")
-        }, compute_groups=False)
+            for score in ("dice", "miou", "mean_acc", "overall_acc")}
+        for c in self.scored_classes():
+            metrics[f"dice/{self.class_keys[c]}"] = VolumeSegmentationMetric(
+                self.num_classes, "dice", self.include_background, self.ignore_index, class_index=c)
+        return MetricCollection(metrics, compute_groups=False)
 
     def example_targets(self, row) -> dict[str, torch.Tensor]:
         out = super().example_targets(row)
@@ -298,8 +377,14 @@ class MedicalSegmentationAdapter(SegmentationAdapter):
 
     def check_split(self, spec, name: str, split) -> None:
         """Mask labels as for 2-D segmentation; every slice has a volume id (an integer >= 0), and the slices of
-        one volume share one mask shape."""
+        one volume share one mask shape. A test split without some structure says so (its Dice is not recorded)."""
         super().check_split(spec, name, split)
+        scored = range(0 if self.include_background else 1, self.num_classes)
+        absent = [self.class_keys[c] for c in scored if not self.split_classes[name][c]]
+        if name == "test" and absent:
+            warnings.warn(f"dataset {spec.name!r}: split 'test' holds no pixel of {absent}: their per-structure Dice "
+                          f"is undefined and not recorded (dice averages the structures each volume holds)",
+                          stacklevel=2)
         column = spec.column("volume")
         volumes = split[column]  # plain Python values (None where missing)
         shapes: dict[int, tuple[tuple[int, ...], int]] = {}

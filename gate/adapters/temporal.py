@@ -11,7 +11,9 @@ Design (both adapters share :class:`TemporalAdapter`):
   uses 4, the CPU default is 2) mixes the frames, and the clip embedding (the mean of the frame outputs, or a
   learned CLS token's output with ``pool: cls``) goes through a linear head.
 * :class:`TemporalClassifier` (``temporal_classification``, targets ``{column: clip_label}``): cross-entropy,
-  ``acc@1`` and ``acc@5`` (when C > 5), checkpoints by val ``acc@1``, ensembles average the logits.
+  ``acc@1`` and ``acc@5``, checkpoints by val ``acc@1``, ensembles average the logits. ``acc@k`` for k >= C
+  (e.g. ``acc@5`` with 3 or 5 classes: every label is among the top k, so it is 1 whatever the model) is left
+  out with one warning, the rule of the image classifier (GATE's code records it as ``top_min(5, C)`` = 100 %).
 * :class:`TemporalRegressor` (``temporal_regression``, targets ``{column: clip_value}``): predictions are in the
   target's own units; with ``standardize: true`` (the default) the head predicts the standardised target and
   the loss is the MSE in standardised units, ``((prediction - y) / std)^2``, where ``mean``/``std`` are the
@@ -28,6 +30,7 @@ count differs from ``options.frames``, labels outside ``0..C-1``, non-finite reg
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -69,6 +72,18 @@ def clip_lengths(split, column: str) -> np.ndarray | None:
             or pa.types.is_fixed_size_list(values.type)):
         return None
     return np.asarray(pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False))
+
+
+def defined_top_k(top_k, num_classes: int, where: str) -> tuple[int, ...]:
+    """The ``top_k`` values that measure something with ``num_classes`` candidates: k = 1, and k < C (with k >= C
+    every label is among the top k: ``acc@k`` would be 1 whatever the model). One warning names those left out.
+    The same rule as the image classifier's (``LinearClassifier``)."""
+    kept = tuple(int(k) for k in top_k if k == 1 or k < num_classes)
+    dropped = [int(k) for k in top_k if int(k) not in kept]
+    if dropped:
+        warnings.warn(f"{where}: acc@k for k={dropped} is not recorded: with {num_classes} classes every label is "
+                      f"among the top {dropped[0]}, so it would be 1 whatever the model", stacklevel=3)
+    return kept
 
 
 class TemporalAdapter(Adapter):
@@ -202,7 +217,8 @@ class TemporalClassifier(TemporalAdapter):
         super().__init__(feature_dim, spec, outputs=num_classes, **head)
         self.num_classes = num_classes
         self.label_smoothing = label_smoothing
-        self.top_k = tuple(k for k in top_k if k == 1 or k < num_classes)
+        self.top_k = defined_top_k(top_k, num_classes, f"{type(self).__name__} on dataset "
+                                                       f"{getattr(spec, 'name', '?')!r}")
         self.column = spec.column("clip_label")
 
     @property
@@ -244,9 +260,10 @@ class TemporalRegressor(TemporalAdapter):
         return self.column
 
     def temporal(self, frames: torch.Tensor) -> torch.Tensor:
-        """Predictions (B,) in the target's units."""
+        """Predictions (B,) in the target's units, always float32: under bf16 autocast the head's output is
+        bf16, whose 8-bit mantissa would round a de-standardised value near 500 to a multiple of 2."""
         z = super().temporal(frames).squeeze(-1)
-        return z * self.target_std + self.target_mean
+        return z.float() * self.target_std.float() + self.target_mean.float()
 
     def loss(self, predictions, target) -> torch.Tensor:
         error = (predictions.float() - target.float()) / self.target_std

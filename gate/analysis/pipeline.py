@@ -143,6 +143,7 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         out / "report.html", source=str(loaded.source), fmt_name=loaded.format, summary=summary,
         tables={"mean": mean, "std": wide_table(summary, value="std"), "n": wide_table(summary, value="n")},
         tiers=tiers_table, tier_info=bench_info, published=published if loaded.aggregates is not None else None,
-        correlations=corr, figures=fig_list, warnings_seen=seen, options=options, extra_sections=extra_sections)
+        correlations=corr, figures=fig_list, warnings_seen=seen, options=options, extra_sections=extra_sections,
+        notes_vs_gate={k: m.notes_vs_gate for k, m in meta.items() if m.notes_vs_gate})
     files["report.html"] = report
     return AnalysisResult(out=out, files=files, summary=summary, tiers=tiers_table, correlations=corr, warnings=seen)

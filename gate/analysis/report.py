@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import html
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -67,28 +67,51 @@ def frame_html(df: pd.DataFrame, left: Sequence[str] = (), digits: bool = True, 
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
-def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+def note_of(benchmark: str, notes: Mapping[str, str] | None) -> str:
+    """The ``notes_vs_gate`` of a benchmark label (a protocol variant ``acdc[...]`` shares its dataset's)."""
+    if not notes:
+        return ""
+    return notes.get(benchmark) or notes.get(str(benchmark).split("[", 1)[0], "")
+
+
+def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame,
+                       notes: Mapping[str, str] | None = None) -> str:
+    """The fine-tuning table; a benchmark whose numbers depart from GATE's protocol is marked † (the note in
+    its tooltip) and its note is printed under the table."""
     if mean.empty:
         return "<p class='meta'>(no fine-tuning results)</p>"
     encoders, text, best = cells(mean, std, n)
     head = "".join(f"<th class='l'>{h}</th>" for h in ("family", "dataset", "metric", "")) + "".join(
         f"<th>{html.escape(e)}</th>" for e in encoders)
-    rows = []
+    rows, noted = [], {}
     for i in range(len(mean)):
         arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
         tds = [f"<td class='l'>{html.escape(str(mean.loc[i, c]))}</td>" for c in ("family", "dataset", "metric")]
+        note = note_of(str(mean.loc[i, "dataset"]), notes)
+        if note:
+            noted[str(mean.loc[i, "dataset"])] = note
+            tds[1] = (f"<td class='l' title='{html.escape(note, quote=True)}'>"
+                      f"{html.escape(str(mean.loc[i, 'dataset']))} †</td>")
         tds.append(f"<td class='l'>{arrow}</td>")
         tds += [f"<td class='{'best' if b and c else ''}'>{html.escape(c)}</td>" for c, b in zip(text[i], best[i])]
         rows.append("<tr>" + "".join(tds) + "</tr>")
-    return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    table = f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+    if noted:
+        items = "".join(f"<li><b>{html.escape(b)}</b>: {html.escape(t)}</li>" for b, t in noted.items())
+        table += (f"<div class='meta'>† Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):"
+                  f"<ul>{items}</ul></div>")
+    return table
 
 
 def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFrame, tables: dict[str, pd.DataFrame],
                  tiers: pd.DataFrame, tier_info: pd.DataFrame, published: pd.DataFrame | None,
                  correlations: pd.DataFrame, figures: Sequence[tuple[Path, str, str]], warnings_seen: Sequence[str],
-                 options: dict, extra_sections: Sequence[tuple[str, str]] = ()) -> Path:
+                 options: dict, extra_sections: Sequence[tuple[str, str]] = (),
+                 notes_vs_gate: Mapping[str, str] | None = None) -> Path:
     """``figures``: (png path, section, caption) with section in {"overview", "tiers", "correlations"};
-    ``extra_sections``: (title, HTML body) placed after the tier summary (gate-tier's comparison and cost)."""
+    ``extra_sections``: (title, HTML body) placed after the tier summary (gate-tier's comparison and cost);
+    ``notes_vs_gate``: benchmark -> where its numbers depart from GATE's protocol (the dataset configs'
+    ``notes_vs_gate``), printed beside the benchmark in the benchmark and results tables."""
     ft = summary[summary["kind"] == "finetune"]
     sc = summary[summary["kind"] == "score"]
     now = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
@@ -128,7 +151,12 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
                      "&quot;GATE Mean&quot; rows.</p>")
         parts.append(frame_html(published, left=("tier",)))
     parts.append("<h3>Benchmarks and their representative metrics</h3>")
-    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "family", "metric", "turn", "chosen_by", "tiers")))
+    if notes_vs_gate and not tier_info.empty and "benchmark" in tier_info.columns:
+        beside = [note_of(str(b), notes_vs_gate) for b in tier_info["benchmark"]]
+        if any(beside):
+            tier_info = tier_info.assign(vs_gate=beside)
+    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "family", "metric", "turn", "chosen_by", "tiers",
+                                             "vs_gate")))
     for section, title in (("overview", "Rankings"), ("tiers", "Tier means"), ("correlations", "Scores vs fine-tuning")):
         figs = [f for f in figures if f[1] == section]
         if section == "correlations":
@@ -143,7 +171,7 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     parts.append("<h2>Fine-tuning results</h2>")
     parts.append("<p class='meta'>Mean over seeds (± sample std when more than one seed); best per row "
                  "highlighted; ↑ higher is better, ↓ lower is better.</p>")
-    parts.append(results_table_html(tables["mean"], tables["std"], tables["n"]))
+    parts.append(results_table_html(tables["mean"], tables["std"], tables["n"], notes_vs_gate))
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")
     return path
