@@ -70,7 +70,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     resume = None if force else resume_point(ckpt_dir, set_aside_damaged=lead)
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
-    encoder = build_encoder(config["encoder"], config["dataset"].get("modality"))
+    encoder = build_encoder(config["encoder"], config["dataset"].get("modality"), seed=int(config["seed"]))
     adapter = build_adapter(config["adapter"], encoder, build_spec(config["dataset"]))
     datamodule = build_datamodule(config, encoder, adapter)
     recipe = config["recipe"]
