@@ -21,6 +21,7 @@ from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.neighbors import KNeighborsClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
 
 from gate import transferability as T
 
@@ -226,11 +227,12 @@ def test_etran_energy_properties_and_errors():
 
 # ----------------------------------------------------------------------------------------------------- probes
 @pytest.mark.parametrize("metric", ["cosine", "euclidean"])
-@pytest.mark.parametrize("k", [1, 5, 20])
+@pytest.mark.parametrize("k", [1, 20])
 def test_knn_acc_equals_sklearn_cross_val_score(metric, k):
-    f, y = make_data(240, 16, 4, seed=9, sep=0.5)
+    f, y = make_data(200, 16, 4, seed=9, sep=0.5)
     cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=3)
-    expected = cross_val_score(KNeighborsClassifier(n_neighbors=k, metric=metric), f, y, cv=cv).mean()
+    with threadpool_limits(limits=1):  # tiny problems: threads only slow a busy machine down
+        expected = cross_val_score(KNeighborsClassifier(n_neighbors=k, metric=metric), f, y, cv=cv).mean()
     assert T.knn_acc(f, y, k=k, metric=metric, random_state=3) == pytest.approx(expected, abs=1e-12)
 
 
@@ -239,7 +241,8 @@ def test_linear_probe_acc_equals_sklearn_cross_val_score():
     for c in (1.0, 0.01):
         cv = StratifiedKFold(n_splits=5, shuffle=True, random_state=4)
         probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=1000))
-        expected = cross_val_score(probe, f, y, cv=cv).mean()
+        with threadpool_limits(limits=1):
+            expected = cross_val_score(probe, f, y, cv=cv).mean()
         assert T.linear_probe_acc(f, y, C=c, random_state=4) == pytest.approx(expected, abs=1e-12)
 
 
@@ -256,6 +259,10 @@ def test_probes_separation_invariances_determinism_and_errors():
     # Tiny classes: folds lowered to the largest class (3 here) rather than refused.
     f, yy = mixed[:8], np.array([0, 0, 1, 1, 2, 2, 2, 0])
     assert 0.0 <= T.knn_acc(f, yy, k=3) <= 1.0
+    # A fold whose training part holds one class predicts that class (scikit-learn's solver would refuse): the
+    # folds here test {2, 3} (trained on class 0 alone: 1 of 2 right), {1} and {0} (separable: right).
+    four = np.array([[5.0], [5.1], [4.9], [-5.0]])
+    assert T.linear_probe_acc(four, np.array([0, 0, 0, 1])) == pytest.approx((0.5 + 1 + 1) / 3)
     cases = [(T.knn_acc, dict(k=0), "k"), (T.knn_acc, dict(metric="manhattan"), "metric"),
              (T.knn_acc, dict(n_splits=1), "n_splits"), (T.linear_probe_acc, dict(C=0), "C"),
              (T.linear_probe_acc, dict(max_iter=0), "max_iter"), (T.linear_probe_acc, dict(n_splits=2.5), "n_splits")]

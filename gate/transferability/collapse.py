@@ -65,7 +65,9 @@ def ncti_terms(features: Any, labels: Any) -> NCTITerms:
 
     - PCA is exact (the leading eigenvectors of the smaller Gram matrix, as ``PCA(svd_solver="full")``); the
       code's ``PCA(n_components=64)`` lets scikit-learn pick its randomised solver for large inputs, unseeded
-      (it draws from numpy's global RNG), which approximates the same components.
+      (it draws from numpy's global RNG), which approximates the same components: on 3000×256 ReLU-like
+      features with 30 classes the randomised solver moved the three terms by 1e-6 to 2e-4 (relative), by a
+      different amount for each seed.
     - ``k = min(64, d, n − 1)``: the code fails for ``d < 64`` or ``n ≤ 64``; components beyond ``n − 1`` have zero
       variance (noise that the LDA would whiten up), so they are not kept. The shrinkage sums the
       ``min(32, k)`` leading variances.

@@ -138,6 +138,10 @@ def linear_probe_acc(features: Any, labels: Any, *, C: float = 1.0, max_iter: in
     # single-threaded at n=5000, d=1024, C=100 on this project's busy 2-core machine.
     with _linalg.single_threaded("cpu"):
         for train, test in stratified_folds(y, n_splits, random_state):
+            present = np.unique(y[train])
+            if len(present) < 2:  # a tiny subsample's fold: every prediction is the one class seen in training
+                accuracies.append(float((y[test] == present[0]).mean()))
+                continue
             probe = make_pipeline(StandardScaler(), LogisticRegression(C=c, max_iter=max_iter))
             probe.fit(x[train], y[train])
             accuracies.append(float((probe.predict(x[test]) == y[test]).mean()))
