@@ -17,6 +17,10 @@
    masks, per-class Cholesky factorisations with all threads — emulated here with gate's ``coding_rate``)
    against ``gate.transferability.transrate`` (rows grouped once, per-class loop in a one-thread
    ``threadpoolctl`` scope). Same value; time ratio printed.
+6. The scores added for issue 17 — ``sfda``, the NCTI terms (one ``ncti_terms`` call gives all three; each
+   registered term repeats it), ``etran_energy``, ``knn_acc``, ``linear_probe_acc`` — next to ``logme``, n=5000,
+   d=1024, C=100, on Gaussian classes with mean separation 0.15 (linear-probe accuracy ≈ 0.74, so the probes
+   and LDA posteriors do real work): seconds per score, runs interleaved, and the values.
 
 Timings are the minimum over ``--reps`` runs (the machine may be shared).
 
@@ -25,6 +29,7 @@ Not a unit test: timings depend on the machine and its load. Run from the reposi
     .venv/bin/python benchmarks/bench_transferability.py            # full sizes (a few minutes on 2 cores)
     .venv/bin/python benchmarks/bench_transferability.py --quick    # small sizes, a smoke run
     .venv/bin/python benchmarks/bench_transferability.py --only floor transrate   # sections 4 and 5 only
+    .venv/bin/python benchmarks/bench_transferability.py --only new               # section 6: the issue-17 scores
 """
 
 from __future__ import annotations
@@ -180,6 +185,25 @@ def bench_transrate(n: int, d: int, c: int, reps: int) -> dict:
     return dict(old=old, new=new, t_old=t_old, t_new=t_new)
 
 
+# ------------------------------------------------------------------------------------------------- issue-17 scores
+NEW_SCORES = {"logme": T.logme, "sfda": T.sfda, "ncti_terms": T.ncti_terms,
+              "etran_energy": lambda f, y: T.etran_energy(f), "knn_acc": T.knn_acc,
+              "linear_probe_acc": T.linear_probe_acc}
+
+
+def bench_new_scores(n: int, d: int, c: int, reps: int) -> dict:
+    rng = np.random.default_rng(4)
+    y = np.arange(n) % c
+    f = rng.normal(size=(n, d)) + rng.normal(size=(c, d))[y] * 0.15
+    times = dict.fromkeys(NEW_SCORES, math.inf)
+    values = {}
+    for _ in range(max(1, reps)):  # interleaved, so that a busy spell of the machine hits all alike
+        for name, fn in NEW_SCORES.items():
+            values[name], t = timed(fn, f, y)
+            times[name] = min(times[name], t)
+    return dict(times=times, values=values)
+
+
 # ------------------------------------------------------------------------------------------------- scoring vs extraction
 def load_images(n: int):
     try:
@@ -218,7 +242,7 @@ def bench_scoring(n: int, image_size: int) -> dict:
     return dict(t_extract=t_extract, times=times, values=values, shape=feats.shape, source=source)
 
 
-SECTIONS = ["logme", "shrinkage", "scoring", "floor", "transrate"]
+SECTIONS = ["logme", "shrinkage", "scoring", "floor", "transrate", "new"]
 
 
 def main(argv=None) -> dict:
@@ -292,6 +316,16 @@ def run(args) -> dict:
         print(f"    before (unscoped per-class loop) {r['t_old']:.3f}s   after (gate.transrate, scoped) "
               f"{r['t_new']:.3f}s   speed-up {r['t_old'] / r['t_new']:.1f}x")
         print(f"    values {r['old']:.15g} vs {r['new']:.15g}   rel diff {rel(r['new'], r['old']):.2e}")
+
+    if "new" not in args.skip:
+        n, d, c = (1000, 256, 20) if q else (5000, 1024, 100)
+        r = results["new"] = bench_new_scores(n, d, c, args.reps)
+        print(f"\n[6] issue-17 scores next to LogME, n={n} d={d} C={c} (min of {args.reps}, interleaved)")
+        for name, t in r["times"].items():
+            value = r["values"][name]
+            shown = (f"seli {value.seli:.6g}  ncc {value.ncc:.6g}  vc {value.vc:.6g}" if name == "ncti_terms"
+                     else f"{value:.6g}")
+            print(f"    {name:<18} {t:7.3f}s  ({t / r['times']['logme']:5.1f}x logme)   value {shown}")
     return results
 
 

@@ -85,6 +85,21 @@ register("leep", True, high=0.0, citation="Nguyen et al., ICML 2020")
 register("n_leep", True, citation="Nguyen et al. 2020; Ibrahim et al. 2022")
 register("nce", True, high=0.0, citation="Tran et al., ICCV 2019")
 register("n_nce", True, citation="Tran et al. 2019; Ibrahim et al. 2022")
+register("sfda", True, 0.0, 1.0, citation="Shao et al., ECCV 2022",
+         description="self-challenging Fisher discriminant analysis: mean true-class posterior after ConfMix")
+_NCTI = "Wang et al., ICCV 2023"
+register("ncti_seli", True, 0.0, citation=_NCTI, description="NCTI term: nuclear norm of the centred LDA projection")
+register("ncti_ncc", True, 0.0, 1.0, citation=_NCTI, description="NCTI term: mean LDA posterior of the true class")
+register("ncti_collapse", True, citation=_NCTI,
+         description="NCTI term negated: -log of the summed nuclear norms of the per-class posteriors")
+register("ncti", True, -1.0, 2.0, citation=_NCTI,
+         description="NCTI of a pool of models: min-max normalised seli + ncc - vc (pool-relative)")
+register("etran_energy", True, citation="Gholami et al., ICCV 2023",
+         description="mean of the lowest 0.5% of logsumexp(features) over samples")
+register("knn_acc", True, 0.0, 1.0, citation="Cover & Hart 1967 (k-NN); frozen-feature protocol of Wu et al., CVPR 2018",
+         description="stratified k-fold k-NN accuracy on frozen features")
+register("linear_probe_acc", True, 0.0, 1.0, citation="Kornblith et al., CVPR 2019 (logistic-regression linear evaluation)",
+         description="stratified k-fold logistic-regression accuracy on standardised frozen features")
 # --- unsupervised source-target discrepancies (lower = closer) --------------------------------------------
 _S32 = "as defined in Ibrahim et al., ECML-PKDD 2022, supplement S3.2"
 register("coral", False, 0.0, citation=f"Sun & Saenko 2016; {_S32}")

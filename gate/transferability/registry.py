@@ -2,10 +2,11 @@
 
 ``SCORES`` holds the supervised transferability scores, each declaring which input it needs: ``"features"``
 (the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities, only for encoders with a
-classification head). ``DISCREPANCIES`` holds the unsupervised source–target discrepancies. Directions and
-citations are not stated here: :attr:`Metric.higher_is_better` and :attr:`Metric.citation` read them from
-:mod:`gate.metrics`, the one registry of metric names (all scores are higher-is-better there, all
-discrepancies lower-is-better).
+classification head). NCTI is relative to a pool of models, so its three per-model terms are registered
+(``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.transferability.ncti` combines a pool's terms.
+``DISCREPANCIES`` holds the unsupervised source–target discrepancies. Directions and citations are not stated
+here: :attr:`Metric.higher_is_better` and :attr:`Metric.citation` read them from :mod:`gate.metrics`, the one
+registry of metric names (all scores are higher-is-better there, all discrepancies lower-is-better).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import metrics as _metrics
-from . import discrepancy, evidence, geometry, hscore, mixture, source
+from . import collapse, discrepancy, energy, evidence, fisher, geometry, hscore, mixture, probes, source
 
 __all__ = ["Metric", "SCORES", "DISCREPANCIES", "applicable_scores"]
 
@@ -65,6 +66,13 @@ SCORES: dict[str, Metric] = {
         Metric("transrate", geometry.transrate),
         Metric("lfc", geometry.lfc),
         Metric("rankme", geometry.rankme, uses_labels=False),
+        Metric("sfda", fisher.sfda),
+        Metric("ncti_seli", collapse.ncti_seli),
+        Metric("ncti_ncc", collapse.ncti_ncc),
+        Metric("ncti_collapse", collapse.ncti_collapse),
+        Metric("etran_energy", energy.etran_energy, uses_labels=False),
+        Metric("knn_acc", probes.knn_acc),
+        Metric("linear_probe_acc", probes.linear_probe_acc),
         Metric("leep", source.leep, needs="source_probs"),
         Metric("n_leep", source.n_leep, needs="source_probs"),
         Metric("nce", source.nce, needs="source_probs"),
