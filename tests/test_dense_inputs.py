@@ -164,3 +164,18 @@ def test_pascal_context_without_its_label_files_says_where_to_get_them(tmp_path)
     with pytest.raises(DatasetUnavailable) as err:
         pascal_context(str(tmp_path), source_of("pascal_context"), cache_dir=None)
     assert "59_labels.txt" in str(err.value) and "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------------------------------ schema evidence
+SCHEMA_KEYS = ["acdc", "ade20k", "chexpert", "cityscapes", "clevr", "clevr_math", "coco_10k", "coco_164k",
+               "diabetic_retinopathy", "flickr30k", "ham10k", "nycc", "nyu", "pascal_context", "winoground"]
+
+
+@pytest.mark.parametrize("key", SCHEMA_KEYS)
+def test_source_says_whether_its_schema_rests_on_evidence(key):
+    """``schema_verified`` is a boolean and ``verified`` names what was checked (the evidence, or what was not)."""
+    source = source_of(key)
+    assert isinstance(source.get("schema_verified"), bool)
+    assert isinstance(source.get("verified"), str) and len(source["verified"]) > 40
+    if not source["schema_verified"]:
+        assert "NOT verified" in source["verified"]
