@@ -131,7 +131,7 @@ def test_forward_backward_on_a_real_batch(built):
     assert batch["image"].shape == (8, 3, 32, 32) and batch["caption_input_ids"].shape[0] == 8
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)
-    assert predictions.shape == (8, 8) and target.shape == (8,)
+    assert predictions.shape == (8, 8) and target.shape == (8, 8) and target.dtype == torch.bool  # the match matrix
     loss = adapter.loss(predictions, target)
     loss.backward()
     assert torch.isfinite(loss)

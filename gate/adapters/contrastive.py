@@ -15,19 +15,37 @@ Design (the GATE paper's zero-shot image-text family, Flickr30K / NYCC / Winogro
 
 Captions are tokenised on the data side (:meth:`ZeroShotContrastive.example_targets`, by the text tower's own
 transform) into ``caption_input_ids`` / ``caption_attention_mask`` (and a 63-bit ``caption_id`` hash of the
-text). The same caption can describe several images in a batch (a stand-in's caption vocabulary is finite;
-real datasets repeat generic captions too): the target of a batch, :meth:`ZeroShotContrastive.target`, gives
-for every example the index of the first example in the batch with the same caption (``arange(B)`` when all
-captions differ). Every text with the image's caption is a correct match for it, and vice versa: the loss
-spreads its target uniformly over them (plain CLIP targets when captions are unique) and the metrics count a
-hit when any of them ranks within the top k.
+text). Which texts of a batch are correct for which images is the batch's target, a (B, B) boolean **match
+matrix** (:func:`match_matrix`): ``match[i, j]`` says text j is a correct caption for image i. Two things make a
+text correct for an image other than its own row's:
+
+* the same caption: a caption can describe several images (a stand-in's caption vocabulary is finite; real
+  datasets repeat generic captions too);
+* the same image: where a dataset declares a target of kind ``image_group`` (NYCC's ``contest_number``: a cartoon
+  has one row per finalist caption), rows of one group show one image, so each of their captions is correct for
+  all of them. Without the group, two rows of one cartoon in a batch have identical image embeddings, the
+  tie counts against the match, and their text-to-image hits are always 0.
+
+In general text j is correct for image i when some row of the batch pairs image i's image with text j's caption
+(the composition of the two relations). Without an ``image_group`` target every row is its own group: the matrix
+is "same caption", exactly as before the groups existed.
+
+The loss spreads each query's target uniformly over its correct candidates (a multi-positive CLIP loss; plain
+CLIP targets when every row is its own group and captions are unique) rather than masking the other correct
+candidates out of the softmax. Why: the metrics count a hit for any correct candidate, so the loss puts all of a
+query's probability on the correct set; for a caption of a cartoon seen in two rows the two candidate images are
+the same embedding, their logits are equal, and a uniform target over them is exactly what the model can reach
+(the old one-hot target could never be met and pushed on an impossible distinction). Masking would also work for
+the text side, but for the image side it would let a cartoon's captions drift apart freely; the spread keeps one
+rule for both sides and for repeated captions. The metrics count a hit when any correct candidate ranks within
+the top k.
 
 Metrics ``img2txt_acc@{1,5}`` and ``txt2img_acc@{1,5}`` are ranked WITHIN each evaluation batch, as GATE does:
 each image is ranked against the captions of its own batch (of ``data.eval_batch_size``), so the numbers
 depend on the eval batch size, and the last, smaller batch of a split counts too (its examples face fewer
 distractors, and a top-k with k >= its size is a hit). Ties with a wrong caption count against the match
-(a collapsed model that scores everything equally gets no hits). Checkpoint ensembles average the per-batch
-logits (each checkpoint's temperature included).
+(a collapsed model that scores everything equally gets no hits); ties among correct candidates do not.
+Checkpoint ensembles average the per-batch logits (each checkpoint's temperature included).
 """
 
 from __future__ import annotations
@@ -61,26 +79,39 @@ def match_groups(caption_ids: torch.Tensor) -> torch.Tensor:
     return same.to(torch.uint8).argmax(dim=1)  # the first True of each row (the diagonal is always True)
 
 
+def match_matrix(caption_ids: torch.Tensor, image_groups: torch.Tensor | None = None) -> torch.Tensor:
+    """(B, B) bool: text j is a correct caption for image i, i.e. some row k of the batch shows image i's image
+    (same ``image_groups`` id; without groups only row i itself) with text j's caption (same ``caption_ids``)."""
+    same_caption = caption_ids[:, None] == caption_ids[None, :]
+    if image_groups is None:
+        return same_caption
+    same_image = image_groups[:, None] == image_groups[None, :]
+    return (same_image.to(torch.float32) @ same_caption.to(torch.float32)) > 0
+
+
 def positives(target: torch.Tensor) -> torch.Tensor:
-    """(B, B) bool: text j matches image i (their captions are the same)."""
+    """(B, B) bool, images x texts: which texts are correct for which images. ``target`` is a match matrix
+    (:func:`match_matrix`) or a (B,) group index per example (same index, same caption: :func:`match_groups`)."""
+    if target.ndim == 2:
+        return target.to(torch.bool)
     return target[:, None] == target[None, :]
 
 
 def clip_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """Symmetric CLIP loss of (B, B) image x text logits; every caption equal to the image's own is a target
-    (uniform weight), which is CLIP's ``arange`` target when all captions differ."""
+    """Symmetric CLIP loss of (B, B) image x text logits; every correct candidate of a query is a target (uniform
+    weight over them), which is CLIP's ``arange`` target when each image has exactly its own caption."""
     match = positives(target).to(logits.dtype)
-    soft = match / match.sum(dim=1, keepdim=True)  # symmetric: same-caption groups match both ways
-    return (F.cross_entropy(logits, soft) + F.cross_entropy(logits.t(), soft)) / 2
+    image_to_text = match / match.sum(dim=1, keepdim=True)
+    text_to_image = match.t() / match.t().sum(dim=1, keepdim=True)
+    return (F.cross_entropy(logits, image_to_text) + F.cross_entropy(logits.t(), text_to_image)) / 2
 
 
-def retrieval_hits(logits: torch.Tensor, target: torch.Tensor, k: int) -> torch.Tensor:
-    """(B,) bool: for each query row of ``logits`` (queries x candidates), whether a matching candidate ranks
-    within the top ``k`` of its batch. The best-scored match counts; a wrong candidate that scores at least as
-    high (a tie included) ranks above it."""
-    match = positives(target)
-    best = logits.masked_fill(~match, float("-inf")).max(dim=1, keepdim=True).values
-    above = ((logits >= best) & ~match).sum(dim=1)
+def retrieval_hits(scores: torch.Tensor, match: torch.Tensor, k: int) -> torch.Tensor:
+    """(Q,) bool: for each query row of ``scores`` (queries x candidates), whether a correct candidate
+    (``match``, queries x candidates, bool) ranks within the top ``k`` of its batch. The best-scored correct
+    candidate counts; a wrong candidate that scores at least as high (a tie included) ranks above it."""
+    best = scores.masked_fill(~match, float("-inf")).max(dim=1, keepdim=True).values
+    above = ((scores >= best) & ~match).sum(dim=1)
     return above < k
 
 
@@ -100,13 +131,20 @@ class RetrievalAccuracy(Metric):
         self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
 
     def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
-        scores = logits if self.direction == "img2txt" else logits.t()
-        hits = retrieval_hits(scores, target, self.k)
+        match = positives(target)
+        scores, match = (logits, match) if self.direction == "img2txt" else (logits.t(), match.t())
+        hits = retrieval_hits(scores, match, self.k)
         self.hits += hits.sum()
         self.total += hits.numel()
 
     def compute(self) -> torch.Tensor:
         return self.hits / self.total.clamp_min(1.0)
+
+
+def image_group_column(spec) -> str | None:
+    """The dataset's column of target kind ``image_group`` (rows showing the same image), or None."""
+    targets = dict(getattr(spec, "targets", None) or {})
+    return next((column for column, kind in targets.items() if kind == "image_group"), None)
 
 
 def _drop_text_tower(module, state_dict, prefix, local_metadata) -> None:
@@ -125,7 +163,8 @@ class ZeroShotContrastive(Adapter):
     text_tower: a text encoder (built by Hydra from the nested config); its ``features`` are projected.
     embed_dim: width of the shared embedding space.
     freeze_text_tower: freeze the tower's body (its projection always trains).
-    caption column: the dataset's target of kind ``caption``.
+    caption column: the dataset's target of kind ``caption``; image groups: its target of kind ``image_group``,
+    if it declares one (rows showing the same image).
     """
 
     tasks = frozenset({"zero_shot"})
@@ -141,6 +180,7 @@ class ZeroShotContrastive(Adapter):
             raise ValueError(f"ZeroShotContrastive needs a text tower (a gate encoder that takes text), got "
                              f"{type(text_tower).__name__}")
         self.caption_column = spec.column("caption") if spec is not None else "caption"
+        self.group_column = image_group_column(spec)
         self.text_tower = text_tower
         self.freeze_text_tower = bool(freeze_text_tower)
         if self.freeze_text_tower:
@@ -181,7 +221,8 @@ class ZeroShotContrastive(Adapter):
         return self.scale() * image @ text.t()
 
     def target(self, batch) -> torch.Tensor:
-        return match_groups(batch["caption_id"])
+        """The batch's (B, B) match matrix (:func:`match_matrix`)."""
+        return match_matrix(batch["caption_id"], batch.get("image_group"))
 
     def loss(self, predictions, target) -> torch.Tensor:
         return clip_loss(predictions.float(), target)
@@ -194,11 +235,15 @@ class ZeroShotContrastive(Adapter):
     def example_targets(self, row) -> dict[str, torch.Tensor]:
         caption = str(row[self.caption_column])
         tokens = self._tokenize(caption)
-        return {"caption_input_ids": tokens["input_ids"], "caption_attention_mask": tokens["attention_mask"],
-                "caption_id": torch.tensor(caption_hash(caption), dtype=torch.long)}
+        out = {"caption_input_ids": tokens["input_ids"], "caption_attention_mask": tokens["attention_mask"],
+               "caption_id": torch.tensor(caption_hash(caption), dtype=torch.long)}
+        if self.group_column is not None:  # any id type (a contest number, a file name) as a stable 63-bit hash
+            out["image_group"] = torch.tensor(caption_hash(str(row[self.group_column])), dtype=torch.long)
+        return out
 
     def target_columns(self, spec) -> list[str]:
-        return [spec.column("caption")]
+        group = image_group_column(spec)
+        return [spec.column("caption"), *([group] if group else [])]
 
     def stratify_labels(self, spec, split):
         return None

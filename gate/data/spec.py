@@ -22,6 +22,7 @@ TARGET_KINDS = {
     "mask": "an (H, W) integer class map in [0, num_classes) (or ignore_index)",
     "volume": "the id of the 3-D volume a 2-D slice belongs to (its masks are scored per volume)",
     "caption": "a text describing the input",
+    "image_group": "the id of the image a row shows, where several rows show one image (their texts all match it)",
     "answer": "an integer answer id within its answer type",
     "answer_type": "an integer answer-type id in [0, len(answer_types))",
     "clip_label": "an integer class id of a whole clip",

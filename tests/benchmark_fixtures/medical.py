@@ -21,6 +21,11 @@ def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
 
 
 def chexpert(root: Path) -> dict:
+    """CheXpert-v1.0-small/{train,valid}.csv + the JPEGs their Path column names.
+
+    Schema: the columns of CheXpert-v1.0-small's CSVs (Path, Sex, Age, Frontal/Lateral, AP/PA, 14 observations:
+    1.0 positive, 0.0 negative, -1.0 uncertain, blank unmentioned) and Path values relative to the archive's parent,
+    as public loaders read them (kamenbliznashki/chexpert dataset.py, ChexpertSmall)."""
     values = ["1.0", "0.0", "-1.0", ""]
     for split, file, n, off in (("train", "train.csv", 20, 0), ("valid", "valid.csv", 6, 500)):
         rows = []
@@ -34,6 +39,11 @@ def chexpert(root: Path) -> dict:
 
 
 def diabetic_retinopathy(root: Path) -> dict:
+    """trainLabels.csv (image, level) + resized_train/resized_train/<image>.jpeg.
+
+    Schema: the Kaggle 2015 competition's trainLabels.csv columns (image, e.g. 10_left; level 0-4) and the resized
+    copy's folder, as the GATE code's loader read it (gate/data/medical/classification/diabetic_retinopathy.py in
+    AntreasAntoniou/GATE). Two eyes per patient: the split must group by patient."""
     rows = []
     for i in range(40):
         name = f"{i // 2 + 10}_{'left' if i % 2 == 0 else 'right'}"
@@ -44,6 +54,11 @@ def diabetic_retinopathy(root: Path) -> dict:
 
 
 def ham10k(root: Path) -> dict:
+    """HAM10000_metadata.csv + HAM10000_images_part_{1,2}/<image_id>.jpg.
+
+    Schema: the Kaggle copy's metadata columns (lesion_id, image_id, dx, dx_type, age, sex, localization) and image
+    folders, as the GATE code's loader (gate/data/medical/classification/ham10k.py) and public loaders read them.
+    Several images per lesion: the split must group by lesion."""
     dx = ["akiec", "bcc", "bkl", "df", "mel", "nv", "vasc"]
     rows = []
     for i in range(42):

@@ -23,7 +23,11 @@ def _images(root: Path, split: str, n: int, rng) -> list[str]:
 
 
 def clevr(root: Path) -> dict:
-    """CLEVR_v1.0/images/<split>/*.png + CLEVR_v1.0/questions/CLEVR_<split>_questions.json."""
+    """CLEVR_v1.0/images/<split>/*.png + CLEVR_v1.0/questions/CLEVR_<split>_questions.json.
+
+    Schema: CLEVR_v1.0/README.txt (QUESTION FILE FORMAT: {"info", "questions": [{split, image_index, image_filename,
+    question, answer, program, question_family_index}]}) and facebookresearch/clevr-dataset-gen
+    question_generation/generate_questions.py. Several questions per image: the split must group by image."""
     rng = np.random.default_rng(5)
     for split, n in (("train", 6), ("val", 3)):
         names = _images(root, split, n, rng)
@@ -36,7 +40,11 @@ def clevr(root: Path) -> dict:
 
 
 def clevr_math(root: Path) -> dict:
-    """clevr-math-{train,val,test}.json ({"questions": [...]}) + CLEVR_v1.0 images + test_images/."""
+    """clevr-math-{train,val,test}.json ({"questions": [...]}) + CLEVR_v1.0 images + test_images/.
+
+    Schema: the hub repo's loading script (dali-does/clevr-math clevr-math.py): json['questions'] rows with split,
+    image_filename, question, answer (an int), template_filename; the image at <extracted>/CLEVR_v1.0/images/
+    <split>/<image_filename>, CLEVR_v1.0.zip for train/val and data/clevr-math-test-images.zip for test."""
     rng = np.random.default_rng(6)
     for split, n in (("train", 8), ("val", 3), ("test", 3)):
         base = root / "test_images" if split == "test" else root

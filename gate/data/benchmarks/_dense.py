@@ -4,8 +4,8 @@ volumes.py, video.py): finding a local copy (the message of a missing one comes 
 
 Derived data (masks mapped to class ids and resized to the protocol's mask size, video frames decoded and
 sampled, MRI slices) is computed once from the local copy and saved under ``<cache_dir>/benchmarks/`` keyed by
-the loader's parameters and the size and mtime of every source file read, so a changed copy is rebuilt and a
-read-only ``data_dir`` is never written to.
+the loader's parameters and the size and mtime of **every** source file the build reads (images, label maps,
+lists, class-name files), so a changed copy is rebuilt and a read-only ``data_dir`` is never written to.
 """
 
 from __future__ import annotations
@@ -44,11 +44,12 @@ def bad_copy(dataset: str, where: str | os.PathLike, problem: str, fix: str = "r
 
 
 def file_stamp(paths: Iterable[Path]) -> list[tuple[str, int, int]]:
-    """(name, size, mtime) of files: part of a cache key, so a changed local copy is rebuilt."""
+    """(name, size, mtime in ns) of files: part of a cache key, so a changed local copy is rebuilt. A loader
+    passes every file its build reads (not only the images): a re-exported label map changes the key too."""
     out = []
-    for p in sorted(paths):
+    for p in sorted(set(paths)):
         st = p.stat()
-        out.append((str(p), int(st.st_size), int(st.st_mtime)))
+        out.append((str(p), int(st.st_size), int(st.st_mtime_ns)))
     return out
 
 
@@ -66,13 +67,31 @@ def lookup_table(class_values: Iterable[int], ignore_index: int, size: int = 655
     return lut
 
 
-def remap_mask(raw: np.ndarray, lut: np.ndarray, mask_size: int | None) -> np.ndarray:
-    """A raw label map as class ids (uint8, via ``lut``), resized (nearest) to ``mask_size`` x ``mask_size``."""
+def label_ids(raw: np.ndarray, where: str = "label map", dataset: str = "?") -> np.ndarray:
+    """A label image as its (H, W) ids. A multi-channel label image is accepted only when every channel holds the
+    same ids (a grey id map saved as RGB); channels that differ mean a colour-encoded (palette) map, whose first
+    channel is not the class id: refused with one line naming the file."""
+    raw = np.asarray(raw)
+    if raw.ndim == 3 and raw.shape[-1] == 1:
+        return raw[..., 0]
+    if raw.ndim == 3:
+        if not all(np.array_equal(raw[..., 0], raw[..., c]) for c in range(1, raw.shape[-1])):
+            raise bad_copy(dataset, where, f"a {raw.shape[-1]}-channel label image whose channels differ looks "
+                           "colour-encoded (a palette of RGB colours), not class ids",
+                           "use the source's id-encoded label maps (one id per pixel)")
+        return raw[..., 0]
+    if raw.ndim != 2:
+        raise bad_copy(dataset, where, f"a label map of shape {raw.shape}, expected (height, width)")
+    return raw
+
+
+def remap_mask(raw: np.ndarray, lut: np.ndarray, mask_size: int | None, where: str = "label map",
+               dataset: str = "?") -> np.ndarray:
+    """A raw label map as class ids (uint8, via ``lut``), resized (nearest) to ``mask_size`` x ``mask_size``
+    (:func:`label_ids` refuses a colour-encoded one)."""
     from PIL import Image
 
-    raw = np.asarray(raw)
-    if raw.ndim == 3:  # a label PNG saved as RGB: the ids are in every channel
-        raw = raw[..., 0]
+    raw = label_ids(raw, where, dataset)
     mask = lut[raw.astype(np.int64)].astype(np.uint8)
     if mask_size:
         mask = np.asarray(Image.fromarray(mask).resize((int(mask_size), int(mask_size)), Image.NEAREST))

@@ -1,6 +1,7 @@
 """Zero-shot image-text benchmarks: Flickr30K, the New Yorker Caption Contest and Winoground (hub parquet).
-Each row is one (image, caption) pair; where several rows share an image (Winoground's two pairs per example) a
-group column keeps them on one side of every split."""
+Each row is one (image, caption) pair. Where several rows belong together a group column keeps them on one side
+of every split: Winoground's two pairs of an example (``id``), the rows of one NYCC cartoon (``contest_number``,
+which also tells the retrieval adapter that those rows show the same image: target kind ``image_group``)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,16 @@ def flickr30k(data_dir: str | os.PathLike | None, source: Mapping[str, Any], nam
 
 
 def nycc(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str = "nycc",
-         cache_dir: str | None = None) -> datasets.DatasetDict:
-    """The New Yorker Caption Contest (``jmhessel/newyorker_caption_contest``, config ``matching``): a cartoon
-    (``image``), five ``caption_choices`` and the ``label`` letter of the caption written for it. Each row becomes
-    (cartoon, its true caption); splits train / validation / test as published."""
+         cache_dir: str | None = None, published_splits: bool = True) -> datasets.DatasetDict:
+    """The New Yorker Caption Contest (``jmhessel/newyorker_caption_contest``, config ``matching``; columns from its
+    dataset card: ``image``, ``contest_number``, ``caption_choices`` (five captions), ``label`` (the letter of the
+    one written for this cartoon), ...). Each row becomes (cartoon, its true caption). A cartoon has several rows
+    (several finalist captions), all with the same image: ``contest_number`` groups them.
+
+    ``published_splits`` (default): train / validation / test as published (cross-validation split 0 of Hessel et
+    al.), checked to keep every cartoon on one side; a copy whose splits share a cartoon is refused. False pools
+    the three splits into one ``train`` pool, from which the split step carves val and test by cartoon
+    (``splits.group_column: contest_number``)."""
     raw = load_parquet(name, source, data_dir, columns=["image", "caption_choices", "label", "contest_number"],
                        cache_dir=cache_dir, image_columns=["image"])
 
@@ -50,8 +57,19 @@ def nycc(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: st
             out.append(choices[k])
         return {"caption": out}
 
-    return datasets.DatasetDict({s: ds.map(true_caption, batched=True, desc=f"{name}: true captions")
-                                 for s, ds in raw.items()})
+    out = datasets.DatasetDict({s: ds.map(true_caption, batched=True, desc=f"{name}: true captions")
+                                for s, ds in raw.items()})
+    if not published_splits:
+        return datasets.DatasetDict({"train": datasets.concatenate_datasets([out[s] for s in sorted(out)])})
+    seen: dict[int, str] = {}
+    for split in sorted(out):
+        for contest in sorted(set(out[split]["contest_number"])):
+            if contest in seen:
+                raise GateError(f"dataset {name!r}: cartoon contest_number={contest} is in both the {seen[contest]!r} "
+                                f"and the {split!r} split of {data_dir}; a cartoon must stay on one side (set "
+                                f"dataset.builder.published_splits=false to pool them and carve val/test by cartoon)")
+            seen[contest] = split
+    return out
 
 
 def winoground(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str = "winoground",

@@ -1,7 +1,13 @@
 """Relational reasoning (visual question answering) benchmarks: CLEVR v1.0 and CLEVR-Math, read from local
 copies laid out as their sources. Columns: ``image`` (the scene, an ``Image`` feature holding the file path),
 ``question`` (text), ``answer`` (the answer id within its answer type) and ``answer_type`` (the type id), as
-:class:`gate.adapters.relational.RelationalReasoner` reads them with the dataset's ``options.answer_types``.
+:class:`gate.adapters.relational.RelationalReasoner` reads them with the dataset's ``options.answer_types``, and
+``image_filename`` (the scene's file, e.g. ``CLEVR_train_000042.png``): every scene has about ten questions, so
+the split step carves val from train by image (``splits.group_column``), never by question.
+
+Question files follow CLEVR_v1.0's README (QUESTION FILE FORMAT: ``{"info", "questions": [{split, image_index,
+image_filename, question, answer, program, question_family_index}]}``; the generator, facebookresearch/
+clevr-dataset-gen ``question_generation/generate_questions.py``, writes the same keys plus ``template_filename``).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ def _vqa_split(dataset: str, questions: list[dict], image_dir: Path, where: Path
     import datasets
 
     index = _answer_index(answer_types)
-    images, texts, answers, kinds = [], [], [], []
+    images, filenames, texts, answers, kinds = [], [], [], [], []
     for i, q in enumerate(questions):
         missing = [k for k in ("image_filename", "question", "answer") if k not in q]
         if missing:
@@ -53,6 +59,7 @@ def _vqa_split(dataset: str, questions: list[dict], image_dir: Path, where: Path
                            f"{ {t: list(a) for t, a in answer_types.items()} }", "check dataset.options.answer_types")
         path = image_of(q) if image_of else image_dir / q["image_filename"]
         images.append({"path": str(path), "bytes": None})
+        filenames.append(str(q["image_filename"]))
         texts.append(str(q["question"]))
         kind, answer_id = index[answer]
         kinds.append(kind)
@@ -63,10 +70,11 @@ def _vqa_split(dataset: str, questions: list[dict], image_dir: Path, where: Path
     if not first.is_file():
         raise bad_copy(dataset, first, f"missing (the image of the first question in {where.name})",
                        "extract the image archive into dataset.data_dir")
-    features = datasets.Features({"image": datasets.Image(), "question": datasets.Value("string"),
-                                  "answer": datasets.Value("int64"), "answer_type": datasets.Value("int64")})
-    return datasets.Dataset.from_dict({"image": images, "question": texts, "answer": answers, "answer_type": kinds},
-                                      features=features)
+    features = datasets.Features({"image": datasets.Image(), "image_filename": datasets.Value("string"),
+                                  "question": datasets.Value("string"), "answer": datasets.Value("int64"),
+                                  "answer_type": datasets.Value("int64")})
+    return datasets.Dataset.from_dict({"image": images, "image_filename": filenames, "question": texts,
+                                       "answer": answers, "answer_type": kinds}, features=features)
 
 
 def _questions(dataset: str, path: Path) -> list[dict]:
@@ -83,7 +91,8 @@ def clevr(data_dir: str, source: Mapping[str, Any], answer_types: Mapping[str, S
           split_map: Mapping[str, str] | None = None, max_questions: int | None = None):
     """CLEVR v1.0 (Johnson et al. 2017), official layout (CLEVR_v1.0.zip extracted): ``CLEVR_v1.0/images/<split>/
     CLEVR_<split>_<n>.png`` and ``CLEVR_v1.0/questions/CLEVR_<split>_questions.json``. The official test
-    answers are withheld, so the paper tests on ``val`` (``split_map``); val comes from ``dataset.splits``.
+    answers are withheld, so the paper tests on ``val`` (``split_map``); val comes from ``dataset.splits``, carved
+    by ``image_filename`` (the official val questions ask about other images than the train questions do).
     ``max_questions`` keeps the first n questions of each split (null: all; 700k train questions)."""
     answer_types = dict(answer_types or CLEVR_ANSWER_TYPES)
     split_map = dict(split_map or {"train": "train", "val": "test"})
@@ -102,12 +111,12 @@ def clevr(data_dir: str, source: Mapping[str, Any], answer_types: Mapping[str, S
 def clevr_math(data_dir: str, source: Mapping[str, Any],
                answer_types: Mapping[str, Sequence[str]] | None = None, split_map: Mapping[str, str] | None = None,
                max_questions: int | None = None):
-    """CLEVR-Math (Lindström & Abraham 2022), the files of ``dali-does/clevr-math`` as its loading script reads
-    them (data/clevr-math.zip extracted into ``data_dir``: ``clevr-math-{train,val,test}.json``, each
-    ``{"questions": [{split, image_filename, question, answer, template_filename}]}``), images of CLEVR v1.0
-    (CLEVR_v1.0.zip, which the script downloads from dl.fbaipublicfiles.com)
-    under ``CLEVR_v1.0/images/<split>/`` and the test images (data/clevr-math-test-images.zip) extracted into
-    ``test_images/`` (``test_images/CLEVR_v1.0/images/<split>/``). Answers are the integers 0..10."""
+    """CLEVR-Math (Lindström & Abraham 2022), the files of ``dali-does/clevr-math`` as its loading script
+    (``clevr-math.py``) reads them: ``clevr-math-{train,val,test}.json`` (data/clevr-math.zip extracted into
+    ``data_dir``), each ``{"questions": [{split, image_filename, question, answer, template_filename}]}``; the
+    image of a question at ``CLEVR_v1.0/images/<its split>/<image_filename>`` under the extracted CLEVR v1.0
+    (CLEVR_v1.0.zip) for train and val, and under ``test_images/`` (data/clevr-math-test-images.zip) for test.
+    Answers are the integers 0..10."""
     answer_types = dict(answer_types or CLEVR_MATH_ANSWER_TYPES)
     split_map = dict(split_map or {"train": "train", "val": "val", "test": "test"})
     root = require(data_dir, "clevr_math", [f"clevr-math-{s}.json" for s in split_map], source)

@@ -38,26 +38,34 @@ COCO_STUFF_IDS = tuple(i for i in range(182) if i not in COCO_UNUSED)
 MaskReader = Callable[[], np.ndarray]
 
 
-def _segmentation_splits(dataset: str, rows: Mapping[str, list[tuple[object, MaskReader, str]]], lut: np.ndarray,
-                         mask_size: int | None):
-    """{split: [(image bytes or path, mask reader, where)]} -> DatasetDict of (image, mask) with masks mapped."""
+def _segmentation_splits(dataset: str, rows: Mapping[str, list[tuple]], lut: np.ndarray, mask_size: int | None,
+                         group_column: str | None = None):
+    """{split: [(image bytes or path, mask reader, where[, group])]} -> DatasetDict of (image, mask[, group]) with
+    masks mapped. ``group`` (a city, a scene) goes to ``group_column``: the split step keeps a group on one side."""
     import datasets
 
-    features = datasets.Features({"image": datasets.Image(), "mask": datasets.Image()})
+    columns = {"image": datasets.Image(), "mask": datasets.Image()}
+    if group_column:
+        columns[group_column] = datasets.Value("string")
+    features = datasets.Features(columns)
     out = {}
     for split, items in rows.items():
         if not items:
             raise bad_copy(dataset, split, "the split holds no examples")
-        images, masks = [], []
-        for image, read_mask, where in items:
+        images, masks, groups = [], [], []
+        for image, read_mask, where, *group in items:
             try:
                 raw = read_mask()
             except (OSError, ValueError, KeyError) as err:
                 raise bad_copy(dataset, where, f"cannot read the mask ({type(err).__name__}: {err})") from err
             images.append({"bytes": image, "path": None} if isinstance(image, bytes) else {"bytes": None,
                                                                                           "path": str(image)})
-            masks.append({"bytes": png_bytes(remap_mask(raw, lut, mask_size)), "path": None})
-        out[split] = datasets.Dataset.from_dict({"image": images, "mask": masks}, features=features)
+            masks.append({"bytes": png_bytes(remap_mask(raw, lut, mask_size, where, dataset)), "path": None})
+            groups.extend(str(g) for g in group)
+        data = {"image": images, "mask": masks}
+        if group_column:
+            data[group_column] = groups
+        out[split] = datasets.Dataset.from_dict(data, features=features)
     return datasets.DatasetDict(out)
 
 
@@ -104,30 +112,32 @@ def ade20k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = Non
 # ----------------------------------------------------------------------------------------- Cityscapes
 def cityscapes(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
                split_map: Mapping[str, str] | None = None):
-    """Cityscapes fine annotations, official layout: ``leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png`` and
+    """Cityscapes fine annotations, official layout (cityscapesScripts README: ``{root}/{type}/{split}/{city}/
+    {city}_{seq}_{frame}_{type}{ext}``): ``leftImg8bit/<split>/<city>/<stem>_leftImg8bit.png`` and
     ``gtFine/<split>/<city>/<stem>_gtFine_labelIds.png``; the 34 label ids map to the 19 train ids, the rest to
-    255. The official test labels are withheld, so the paper tests on ``val`` (``split_map``)."""
+    255. The official test labels are withheld, so the paper tests on ``val`` (``split_map``). A ``city`` column
+    (the folder under the split) lets the split step carve val from train by city, as the official splits are."""
     split_map = dict(split_map or {"train": "train", "val": "test"})
     root = require(data_dir, "cityscapes", [f"{d}/{s}" for d in ("leftImg8bit", "gtFine") for s in split_map],
                    source)
     lut = lookup_table(CITYSCAPES_IDS, IGNORE)
-    images = {s: sorted((root / "leftImg8bit" / s).glob("*/*_leftImg8bit.png")) for s in split_map}
+    pairs = {}
+    for split in split_map:
+        pairs[split] = []
+        for image in sorted((root / "leftImg8bit" / split).glob("*/*_leftImg8bit.png")):
+            mask = root / "gtFine" / split / image.parent.name / image.name.replace("_leftImg8bit.png",
+                                                                                 "_gtFine_labelIds.png")
+            if not mask.is_file():
+                raise bad_copy("cityscapes", mask, f"missing (the label map of {image.name})",
+                               "extract gtFine_trainvaltest.zip next to leftImg8bit/")
+            pairs[split].append((image, mask))
 
     def build():
-        rows = {}
-        for source, ours in split_map.items():
-            items = []
-            for image in images[source]:
-                mask = root / "gtFine" / source / image.parent.name / image.name.replace("_leftImg8bit.png",
-                                                                                        "_gtFine_labelIds.png")
-                if not mask.is_file():
-                    raise bad_copy("cityscapes", mask, f"missing (the label map of {image.name})",
-                                   "extract gtFine_trainvaltest.zip next to leftImg8bit/")
-                items.append((image, lambda m=mask: read_image(m), str(mask)))
-            rows[ours] = items
-        return _segmentation_splits("cityscapes", rows, lut, mask_size)
+        rows = {ours: [(image, lambda m=mask: read_image(m), str(mask), image.parent.name)
+                       for image, mask in pairs[source]] for source, ours in split_map.items()}
+        return _segmentation_splits("cityscapes", rows, lut, mask_size, group_column="city")
 
-    stamp = file_stamp(p for found in images.values() for p in found)
+    stamp = file_stamp(p for found in pairs.values() for pair in found for p in pair)
     return cached("cityscapes", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
 
 
@@ -141,21 +151,21 @@ def coco_164k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = 
     root = require(data_dir, "coco_164k", [*split_map, *(f"stuffthingmaps_trainval2017/{s}" for s in split_map)],
                    source)
     lut = lookup_table(COCO_STUFF_IDS, IGNORE)
-    images = {s: sorted((root / s).glob("*.jpg")) for s in split_map}
+    pairs = {}
+    for split in split_map:
+        pairs[split] = []
+        for image in sorted((root / split).glob("*.jpg")):
+            mask = root / "stuffthingmaps_trainval2017" / split / f"{image.stem}.png"
+            if not mask.is_file():
+                raise bad_copy("coco_164k", mask, f"missing (the stuffthingmap of {image.name})")
+            pairs[split].append((image, mask))
 
     def build():
-        rows = {}
-        for source, ours in split_map.items():
-            items = []
-            for image in images[source]:
-                mask = root / "stuffthingmaps_trainval2017" / source / f"{image.stem}.png"
-                if not mask.is_file():
-                    raise bad_copy("coco_164k", mask, f"missing (the stuffthingmap of {image.name})")
-                items.append((image, lambda m=mask: read_image(m), str(mask)))
-            rows[ours] = items
+        rows = {ours: [(image, lambda m=mask: read_image(m), str(mask)) for image, mask in pairs[source]]
+                for source, ours in split_map.items()}
         return _segmentation_splits("coco_164k", rows, lut, mask_size)
 
-    stamp = file_stamp(p for found in images.values() for p in found)
+    stamp = file_stamp(p for found in pairs.values() for pair in found for p in pair)
     return cached("coco_164k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
 
 
@@ -170,8 +180,18 @@ def coco_10k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = N
     root = require(data_dir, "coco_10k", ["images", "annotations", *(f"imageLists/{s}.txt" for s in split_map)],
                    source)
     lut = lookup_table([i + 1 for i in COCO_STUFF_IDS], IGNORE)
-    lists = {s: [line.strip() for line in (root / "imageLists" / f"{s}.txt").read_text().splitlines() if line.strip()]
-             for s in split_map}
+    lists = {s: root / "imageLists" / f"{s}.txt" for s in split_map}
+    pairs = {}
+    for split, listing in lists.items():
+        pairs[split] = []
+        for stem in (line.strip() for line in listing.read_text().splitlines()):
+            if not stem:
+                continue
+            image, mask = root / "images" / f"{stem}.jpg", root / "annotations" / f"{stem}.mat"
+            for path in (image, mask):
+                if not path.is_file():
+                    raise bad_copy("coco_10k", path, f"missing (listed in imageLists/{split}.txt)")
+            pairs[split].append((image, mask))
 
     def read(path: Path) -> np.ndarray:
         mat = loadmat(path)
@@ -180,29 +200,29 @@ def coco_10k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = N
         return mat["S"]
 
     def build():
-        rows = {}
-        for source, ours in split_map.items():
-            items = []
-            for stem in lists[source]:
-                image, mask = root / "images" / f"{stem}.jpg", root / "annotations" / f"{stem}.mat"
-                for path in (image, mask):
-                    if not path.is_file():
-                        raise bad_copy("coco_10k", path, f"missing (listed in imageLists/{source}.txt)")
-                items.append((image, lambda m=mask: read(m), str(mask)))
-            rows[ours] = items
+        rows = {ours: [(image, lambda m=mask: read(m), str(mask)) for image, mask in pairs[source]]
+                for source, ours in split_map.items()}
         return _segmentation_splits("coco_10k", rows, lut, mask_size)
 
-    stamp = file_stamp([root / "imageLists" / f"{s}.txt" for s in split_map])
+    stamp = file_stamp([*lists.values(), *(p for found in pairs.values() for pair in found for p in pair)])
     return cached("coco_10k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
 
 
 # ------------------------------------------------------------------------------------------ NYU v2
+def _matlab_strings(f, key: str) -> list[str]:
+    """A MATLAB v7.3 cell array of strings (``f[key]``: HDF5 object references, each to a (n_chars, 1) uint16
+    array of UTF-16 code units, stored under ``#refs#``) as Python strings, one per cell."""
+    return ["".join(chr(int(c)) for c in np.asarray(f[ref]).ravel()) for ref in np.asarray(f[key]).ravel()]
+
+
 def nyu(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
         split_map: Mapping[str, str] | None = None):
     """NYU Depth v2 labelled set, 40 classes (Gupta et al. 2013): ``nyu_depth_v2_labeled.mat`` (MATLAB v7.3 /
-    HDF5: ``images`` (N, 3, W, H), ``labels`` (N, W, H) with 894 raw classes, 0 unlabeled), ``splits.mat``
-    (``trainNdxs``, ``testNdxs``: the official 795 / 654, 1-based) and ``classMapping40.mat`` (``mapClass``:
-    raw class -> 1..40). Unlabeled pixels are 255 (the GATE code used -1)."""
+    HDF5: ``images`` (N, 3, W, H), ``labels`` (N, W, H) with 894 raw classes, 0 unlabeled, and ``scenes``, the
+    name of the scene each image was taken in, e.g. ``kitchen_0004``), ``splits.mat`` (``trainNdxs``,
+    ``testNdxs``: the official 795 / 654, 1-based) and ``classMapping40.mat`` (``mapClass``: raw class ->
+    1..40). Unlabeled pixels are 255 (the GATE code used -1). A ``scene`` column lets the split step carve val
+    from train by scene: the frames of one scene are near-duplicates."""
     import h5py
     from scipy.io import loadmat
 
@@ -219,10 +239,13 @@ def nyu(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, 
 
     def build():
         with h5py.File(root / names[0], "r") as f:
-            for key in ("images", "labels"):
+            for key in ("images", "labels", "scenes"):
                 if key not in f:
                     raise bad_copy("nyu", root / names[0], f"no {key!r} array (keys: {sorted(f)})")
             images, labels = f["images"], f["labels"]
+            scenes = _matlab_strings(f, "scenes")
+            if len(scenes) != images.shape[0]:
+                raise bad_copy("nyu", root / names[0], f"{len(scenes)} scene names for {images.shape[0]} images")
             rows = {}
             for source, ours in split_map.items():
                 if index[source].size and (index[source].min() < 0 or index[source].max() >= images.shape[0]):
@@ -231,9 +254,9 @@ def nyu(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, 
                 for i in index[source]:
                     rgb = np.ascontiguousarray(np.transpose(images[int(i)], (2, 1, 0)))  # (3, W, H) -> (H, W, 3)
                     raw = np.ascontiguousarray(np.transpose(labels[int(i)], (1, 0)))
-                    items.append((png_bytes(rgb), lambda r=raw: r, f"{names[0]} image {i + 1}"))
+                    items.append((png_bytes(rgb), lambda r=raw: r, f"{names[0]} image {i + 1}", scenes[int(i)]))
                 rows[ours] = items
-        return _segmentation_splits("nyu", rows, lut, mask_size)
+        return _segmentation_splits("nyu", rows, lut, mask_size, group_column="scene")
 
     stamp = file_stamp([root / n for n in names])
     return cached("nyu", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
@@ -252,32 +275,38 @@ def _label_names(path: Path) -> dict[int, str]:
     return out
 
 
+#: The class-name files the Pascal-Context loader reads, and the download (a ``source.urls`` entry's file name)
+#: each comes from: labels.txt ships inside the annotation tarball, 59_labels.txt is its own file on the page.
+PASCAL_CONTEXT_LABEL_FILES = {"labels.txt": "trainval.tar.gz", "59_labels.txt": "59_labels.txt"}
+
+
 def pascal_context(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None,
                    mask_size: int | None = 256):
     """Pascal-Context, 59 classes (the standard set; background and the other 400 classes ignored), official
     layout: VOC2010 images ``VOCdevkit/VOC2010/JPEGImages/<id>.jpg`` and the annotation tarball (trainval.tar.gz)
-    ``trainval/<id>.mat`` (key ``LabelMap``: 459-class ids), ``labels.txt`` (459 names) and ``59_labels.txt``.
-    The tarball has one labelled pool, returned as ``train``; val and test come from ``dataset.splits``."""
+    ``trainval/<id>.mat`` (key ``LabelMap``: 459-class ids) with ``labels.txt`` (459 names), and
+    ``59_labels.txt`` (downloaded on its own, :data:`PASCAL_CONTEXT_LABEL_FILES`). The tarball has one labelled
+    pool, returned as ``train``; val and test come from ``dataset.splits``."""
     from scipy.io import loadmat
 
-    root = require(data_dir, "pascal_context", ["VOCdevkit/VOC2010/JPEGImages", "trainval", "labels.txt",
-                                                "59_labels.txt"], source)
+    root = require(data_dir, "pascal_context", ["VOCdevkit/VOC2010/JPEGImages", "trainval",
+                                                *PASCAL_CONTEXT_LABEL_FILES], source)
     full, short = _label_names(root / "labels.txt"), _label_names(root / "59_labels.txt")
     by_name = {name: raw for raw, name in full.items()}
     unknown = [n for n in short.values() if n not in by_name]
     if unknown:
         raise bad_copy("pascal_context", root / "59_labels.txt", f"names {unknown[:3]} are not in labels.txt")
     lut = lookup_table([by_name[short[k]] for k in sorted(short)], IGNORE)
-    masks = sorted((root / "trainval").glob("*.mat"))
+    pairs = []
+    for mask in sorted((root / "trainval").glob("*.mat")):
+        image = root / "VOCdevkit" / "VOC2010" / "JPEGImages" / f"{mask.stem}.jpg"
+        if not image.is_file():
+            raise bad_copy("pascal_context", image, f"missing (the image of {mask.name})")
+        pairs.append((image, mask))
 
     def build():
-        items = []
-        for mask in masks:
-            image = root / "VOCdevkit" / "VOC2010" / "JPEGImages" / f"{mask.stem}.jpg"
-            if not image.is_file():
-                raise bad_copy("pascal_context", image, f"missing (the image of {mask.name})")
-            items.append((image, lambda m=mask: loadmat(m)["LabelMap"], str(mask)))
+        items = [(image, lambda m=mask: loadmat(m)["LabelMap"], str(mask)) for image, mask in pairs]
         return _segmentation_splits("pascal_context", {"train": items}, lut, mask_size)
 
-    stamp = file_stamp([root / "labels.txt", root / "59_labels.txt", *masks])
+    stamp = file_stamp([*(root / n for n in PASCAL_CONTEXT_LABEL_FILES), *(p for pair in pairs for p in pair)])
     return cached("pascal_context", {"files": stamp, "mask_size": mask_size}, cache_dir, build)
