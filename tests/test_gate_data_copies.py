@@ -289,3 +289,18 @@ def test_a_parquet_conversion_that_cannot_fit_is_refused_before_it_starts(tmp_pa
     with pytest.warns(UserWarning, match=r"'cifar100': converting its parquet files once .* later runs reuse it"):
         raw = hub.load_parquet("cifar100", source, tmp_path / "copy", cache_dir=tmp_path / "cache")
     assert len(raw["train"]) == 300
+
+
+def test_a_dense_benchmark_refuses_an_interrupted_fetch(tmp_path):
+    # The dense, medical and video loaders find their copy through _dense.require: an incomplete download
+    # (a completion record saying so) is one line, never read.
+    from gate.data.benchmarks._dense import require
+    from gate.data.hub import SOURCE_FILE
+    from gate.errors import DatasetUnavailable
+
+    (tmp_path / "database").mkdir()
+    (tmp_path / SOURCE_FILE).write_text(json.dumps({"complete": False, "why": "the download did not finish"}))
+    with pytest.raises(DatasetUnavailable, match="incomplete download.*gate-data prepare dataset=acdc"):
+        require(tmp_path, "acdc", ["database"], {"kind": "registration", "homepage": "https://x"})
+    (tmp_path / SOURCE_FILE).unlink()  # a copy laid out by hand (no record) is the user's: read
+    assert require(tmp_path, "acdc", ["database"], {"kind": "registration", "homepage": "https://x"}) == tmp_path

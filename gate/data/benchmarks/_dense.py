@@ -26,10 +26,14 @@ def require(data_dir: str | os.PathLike | None, dataset: str, relative: Iterable
             source: Mapping[str, Any]) -> Path:
     """``data_dir`` as a Path when every path in ``relative`` exists under it, else DatasetUnavailable (one line:
     the first missing path, then what to download, from where, and where to put it, from the config's
-    ``source`` block: :func:`gate.data.hub.how_to_get`)."""
-    from ..hub import how_to_get
+    ``source`` block: :func:`gate.data.hub.how_to_get`). A copy whose fetch did not end, or whose files changed
+    since it did (:func:`gate.data.hub.copy_state`), is refused the same way."""
+    from ..hub import copy_state, how_to_get
 
     root = Path(data_dir).expanduser() if data_dir else None
+    state = copy_state(root)
+    if state.state in ("incomplete", "damaged"):  # a fetch that did not end, or a file changed since: never read it
+        raise DatasetUnavailable(state.message(dataset))
     missing = [r for r in relative if root is None or not (root / r).exists()]
     if root is None or not root.is_dir() or missing:
         first = f"{root}/{missing[0]}" if root is not None and missing else str(root)
