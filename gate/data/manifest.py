@@ -304,25 +304,24 @@ def _check_class_carve(manifest: Mapping[str, Any], raw: Mapping[str, datasets.D
         raise ManifestError(f"dataset {dataset!r}: split manifest{where} carves by class but does not record "
                             f"which classes went where; {fix}")
     labels = {origin: _column(raw[origin], recipe.get("stratify"), dataset) for origin in set(manifest["from"].values())}
-    sides: dict[str, set] = {}
+    held = {name: set(np.unique(labels[manifest["from"][name]][np.asarray(manifest[name], dtype=np.int64)]).tolist())
+            for name in SPLITS}
+    for i, a in enumerate(SPLITS):
+        for b in SPLITS[i + 1:]:
+            shared = held[a] & held[b]
+            if shared:
+                raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts class {min(shared)!r} in both "
+                                    f"{a!r} and {b!r} ({len(shared)} shared); the class splits must be disjoint; {fix}")
     for name in SPLITS:
-        column = labels[manifest["from"][name]]
-        held = set(np.unique(column[np.asarray(manifest[name], dtype=np.int64)]).tolist())
         named = set(recorded[name])
-        if held != named or len(named) != recipe["by_class"][name]:
-            raise ManifestError(f"dataset {dataset!r}: split manifest{where} gives {name!r} {len(held)} class(es), "
-                                f"but records {len(named)} and the recipe asks for {recipe['by_class'][name]}; {fix}")
-        members = np.flatnonzero(np.isin(column, list(named)))
+        if held[name] != named or len(named) != recipe["by_class"][name]:
+            raise ManifestError(f"dataset {dataset!r}: split manifest{where} gives {name!r} {len(held[name])} "
+                                f"class(es), but records {len(named)} and the recipe asks for "
+                                f"{recipe['by_class'][name]}; {fix}")
+        members = np.flatnonzero(np.isin(labels[manifest["from"][name]], list(named)))
         if members.size != len(manifest[name]):
             raise ManifestError(f"dataset {dataset!r}: split manifest{where} leaves {members.size - len(manifest[name])} "
                                 f"example(s) of {name!r}'s classes out of {name!r}; {fix}")
-        for other, classes in sides.items():
-            shared = held & classes
-            if shared:
-                raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts class {min(shared)!r} in both "
-                                    f"{other!r} and {name!r} ({len(shared)} shared); the class splits must be "
-                                    f"disjoint; {fix}")
-        sides[name] = held
 
 
 def _atomic_write(path: Path, payload: Mapping[str, Any]) -> None:

@@ -30,6 +30,8 @@ def replace_column(ds: datasets.Dataset, column: str, values, feature) -> datase
     """``ds`` with ``column`` replaced by ``values`` typed ``feature``, in its place among the columns. The other
     columns are the same Arrow buffers (no image is decoded or copied, no cache file is written)."""
     order = ds.column_names
+    if order == [column]:  # nothing else to keep (and no table of zero columns to add it to)
+        return datasets.Dataset.from_dict({column: np.asarray(values)}, features=datasets.Features({column: feature}))
     out = ds.remove_columns([column]).add_column(column, np.asarray(values), feature=feature)
     return out.select_columns(order)
 
