@@ -10,17 +10,17 @@ encoder sees the same split) and stored as a JSON manifest::
      "source": {"splits": {"train": 50000, "test": 10000}, "revision": "...", "hash": "..."},
      "recipe": {"seed": 0, "val_fraction": 0.05, "test_fraction": 0.2, "stratify": "label", "group": null}}
 
-A few-shot source with one split of all its classes (Omniglot's ``full``) is carved **by class** instead
-(``splits.by_class: {train: 1200, val: 200, test: 223}``, GATE's class split): its classes sorted by id, the first
-1200 to train, the next 200 to val, the last 223 to test, every example of a class with its class. The recipe
-then holds ``by_class`` (so another carve is another manifest file), the manifest holds ``classes: {split: [class
-ids]}``, and the check also refuses a class on two sides.
-
 under ``<manifest_dir>/<dataset>-<recipe hash>.json``. It is written atomically under a file lock (twin runs
 create it once), and checked on every load: indices in range, splits drawn from the same source split disjoint
 (also by group, when rows are grouped), and the source hash equal to that of the data on disk now. The source hash
 covers the pinned revision, the split sizes and column names, and the content of the target columns, so a
 changed source (another revision, a truncated copy) is caught even when the files sit in another directory.
+
+A few-shot source with one split of all its classes (Omniglot's ``full``) is carved **by class** instead
+(``splits.by_class: {train: 1200, val: 200, test: 223}``, GATE's class split): its classes sorted by id, the first
+1200 to train, the next 200 to val, the last 223 to test, every example of a class with its class. The recipe
+then holds ``by_class`` (so another carve is another manifest file), the manifest holds ``classes: {split: [class
+ids]}``, and the check also refuses a class on two sides.
 """
 
 from __future__ import annotations
