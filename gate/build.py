@@ -99,7 +99,7 @@ def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
                        tier_metric=cfg.get("tier_metric", "acc@1"), family=cfg.get("family", ""),
                        class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
                        targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
-                       options=cfg.get("options") or {})
+                       heads=cfg.get("heads") or {}, options=cfg.get("options") or {})
 
 
 def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None,

@@ -9,12 +9,19 @@ Design:
   prototype is the mean of its support features; a query's logits are the negative squared Euclidean
   distances to the prototypes; the loss is cross-entropy over the queries (the prototypical loss).
 * Episodes, MetaDataset-style as in GATE: ``N`` ways uniform in ``[min_ways, min(max_ways, classes in the
-  split)]``, per class ``k`` shots uniform in ``[min_shots, min(max_shots, images of the class - queries)]``
-  (imbalanced supports, as in MetaDataset) and ``queries_per_class`` queries. GATE: 5..50 ways, 2..15 shots,
-  5 queries. Training episodes are drawn fresh every step from a generator seeded by the run seed; validation
-  and test episodes are a fixed set seeded by ``eval_seed`` and the split name, so every checkpoint, every
-  encoder and every run seed is scored on the same episodes (paired comparisons; checkpoint ensembles
-  combine episode by episode).
+  split)]`` (classes drawn without replacement), per class ``k`` shots uniform in ``[min_shots, min(max_shots,
+  images of the class - queries)]`` (imbalanced supports, as in MetaDataset) and ``queries_per_class`` queries.
+  Two more of GATE's rules, off by default, on for the GATE benchmarks (their ``options.episodes``):
+  ``max_support`` caps the support images of an episode (GATE: 250; classes are filled in order, each keeping
+  room for ``min_shots`` of every class still to come) and ``adaptive_queries`` takes ``min(queries_per_class,
+  smallest chosen class // 2)`` queries (at least 1, leaving ``min_shots``), so a class of 3 images still serves.
+  Training episodes are drawn fresh every step from a generator seeded by the run seed; validation and test
+  episodes are a fixed set seeded by ``eval_seed`` and the split name, so every checkpoint, every encoder and
+  every run seed is scored on the same episodes (paired comparisons; checkpoint ensembles combine episode by
+  episode).
+* A dataset states its episode protocol in ``options.episodes`` (GATE's values per benchmark, see
+  conf/dataset/*.yaml and docs/datasets.md); the adapter's keys default to it (conf/adapter/protonet.yaml) and
+  ``max_support`` / ``adaptive_queries`` are read from it unless given.
 * Metric ``acc@1``: query accuracy pooled over all episodes (correct / total queries; episodes have a
   variable number of ways, so a fixed-C torchmetrics accuracy does not apply). Checkpoints ranked by it.
 * Ensembles average the checkpoints' class probabilities per query (returned as log-probabilities), not the
@@ -82,10 +89,13 @@ class EpisodeSampler:
 
     def __init__(self, labels: Sequence[int] | np.ndarray, *, min_ways: int, max_ways: int, min_shots: int,
                  max_shots: int, queries: int, dataset: str = "dataset", split: str = "train",
-                 class_names: Sequence[str] = ()) -> None:
+                 class_names: Sequence[str] = (), max_support: int | None = None,
+                 adaptive_queries: bool = False) -> None:
         self.labels = np.asarray(labels, dtype=np.int64)
         self.min_ways, self.max_ways = int(min_ways), int(max_ways)
         self.min_shots, self.max_shots, self.queries = int(min_shots), int(max_shots), int(queries)
+        self.max_support = int(max_support) if max_support is not None else None
+        self.adaptive_queries = bool(adaptive_queries)
         self.dataset, self.split, self.class_names = dataset, split, tuple(class_names)
         self.classes = np.unique(self.labels)
         self.members = {int(c): np.flatnonzero(self.labels == c) for c in self.classes}
@@ -104,11 +114,20 @@ class EpisodeSampler:
             self._check_class(c, members, self.min_shots)
 
     def _check_class(self, c: int, members: np.ndarray, shots: int) -> None:
-        if members.size < shots + self.queries:
+        queries, keys = (1, "adapter.min_shots + 1 query (adaptive_queries)") if self.adaptive_queries else \
+            (self.queries, "adapter.min_shots + adapter.queries_per_class")
+        if members.size < shots + queries:
             shown = ", ".join(str(int(i)) for i in members[:5]) + (", ..." if members.size > 5 else "")
             raise ValueError(f"{self._where()}: {self._class(c)} has only {members.size} examples (example(s) {shown}), "
-                             f"but an episode asks for {shots} shots + {self.queries} queries of it "
-                             f"(adapter.min_shots + adapter.queries_per_class)")
+                             f"but an episode asks for {shots} shots + {queries} queries of it ({keys})")
+
+    def _queries(self, chosen: np.ndarray) -> int:
+        """Queries per class of an episode: fixed, or GATE's rule (half the smallest chosen class, at most
+        ``queries``, at least 1, leaving it ``min_shots`` support images)."""
+        if not self.adaptive_queries:
+            return self.queries
+        smallest = min(self.members[int(c)].size for c in chosen)
+        return max(1, min(self.queries, smallest // 2, smallest - self.min_shots))
 
     def sample(self, seed: int) -> dict[str, np.ndarray]:
         """The episode of ``seed``: support/query indices into the split and their episode labels 0..N-1."""
@@ -116,15 +135,21 @@ class EpisodeSampler:
         self.check()
         ways = int(rng.integers(self.min_ways, min(self.max_ways, self.classes.size) + 1))
         chosen = rng.choice(self.classes, size=ways, replace=False)
+        queries = self._queries(chosen)
         support, support_label, query, query_label = [], [], [], []
+        used = 0
         for new, c in enumerate(chosen):
             members = self.members[int(c)]
-            shots = int(rng.integers(self.min_shots, min(self.max_shots, members.size - self.queries) + 1))
-            picked = rng.choice(members, size=shots + self.queries, replace=False)
+            most = min(self.max_shots, members.size - queries)
+            if self.max_support is not None:  # keep room for min_shots of every class still to come
+                most = min(most, self.max_support - used - (ways - new - 1) * self.min_shots)
+            shots = int(rng.integers(self.min_shots, most + 1))
+            used += shots
+            picked = rng.choice(members, size=shots + queries, replace=False)
             support.append(picked[:shots])
             query.append(picked[shots:])
             support_label.append(np.full(shots, new))
-            query_label.append(np.full(self.queries, new))
+            query_label.append(np.full(queries, new))
         return {"support": np.concatenate(support), "support_label": np.concatenate(support_label),
                 "query": np.concatenate(query), "query_label": np.concatenate(query_label),
                 "classes": chosen.astype(np.int64)}
@@ -182,8 +207,11 @@ class ProtoNet(Adapter):
     def __init__(self, feature_dim: int, spec=None, projection_dim: int | None = None, min_ways: int = 5,
                  max_ways: int = 50, min_shots: int = 2, max_shots: int = 15, queries_per_class: int = 5,
                  train_episodes: int = 1000, val_episodes: int = 50, test_episodes: int = 100,
-                 eval_seed: int = 0) -> None:
+                 eval_seed: int = 0, max_support: int | None = None, adaptive_queries: bool | None = None) -> None:
         super().__init__()
+        episodes = dict((getattr(spec, "options", None) or {}).get("episodes") or {})
+        max_support = episodes.get("max_support") if max_support is None else max_support
+        adaptive_queries = bool(episodes.get("adaptive_queries", False)) if adaptive_queries is None else adaptive_queries
         bounds = dict(min_ways=min_ways, max_ways=max_ways, min_shots=min_shots, max_shots=max_shots,
                       queries_per_class=queries_per_class, train_episodes=train_episodes,
                       val_episodes=val_episodes, test_episodes=test_episodes)
@@ -193,6 +221,11 @@ class ProtoNet(Adapter):
         if min_ways < 2 or max_ways < min_ways or max_shots < min_shots:
             raise ValueError(f"ProtoNet needs 2 <= min_ways <= max_ways and min_shots <= max_shots, got ways "
                              f"{min_ways}..{max_ways}, shots {min_shots}..{max_shots}")
+        if max_support is not None and int(max_support) < max_ways * min_shots:
+            raise ValueError(f"ProtoNet: max_support={max_support} support images cannot hold {max_ways} ways of "
+                             f"{min_shots} shots; raise it to >= {max_ways * min_shots} or lower max_ways")
+        self.max_support = int(max_support) if max_support is not None else None
+        self.adaptive_queries = bool(adaptive_queries)
         self.spec = spec
         self.min_ways, self.max_ways = int(min_ways), int(max_ways)
         self.min_shots, self.max_shots, self.queries = int(min_shots), int(max_shots), int(queries_per_class)
@@ -243,7 +276,8 @@ class ProtoNet(Adapter):
         return EpisodeSampler(labels, min_ways=self.min_ways, max_ways=self.max_ways, min_shots=self.min_shots,
                               max_shots=self.max_shots, queries=self.queries,
                               dataset=spec.name if spec is not None else "dataset", split=split,
-                              class_names=spec.class_names if spec is not None else ())
+                              class_names=spec.class_names if spec is not None else (),
+                              max_support=self.max_support, adaptive_queries=self.adaptive_queries)
 
     def check_split(self, spec, name: str, split) -> None:
         super().check_split(spec, name, split)

@@ -214,9 +214,10 @@ def require_columns(key: str, split: str, path: Path | str, have: Sequence[str],
                     source: Mapping[str, Any]) -> None:
     missing = [c for c in need if c not in have]
     if missing:
-        raise GateError(f"dataset {key!r}: {path} ({split}) has columns {list(have)}, missing {missing}; the local "
-                        f"copy must have the columns of {source_label(source)} ({list(need)}); re-download it with "
-                        f"`gate-data prepare dataset={key} force=true`")
+        # The file's schema was read, so the file is intact: the config and the source disagree (no re-download).
+        raise GateError(f"dataset {key!r}: {path} ({split}) has columns {list(have)}, but the dataset config reads "
+                        f"{list(need)} (missing {missing}): the config's column names and {source_label(source)} "
+                        f"disagree; fix the column names in the dataset config's builder")
 
 
 def parquet_footers(key: str, files: Mapping[str, Sequence[Path]]) -> dict[str, tuple[list[str], int]]:

@@ -15,6 +15,12 @@ create it once), and checked on every load: indices in range, splits drawn from 
 (also by group, when rows are grouped), and the source hash equal to that of the data on disk now. The source hash
 covers the pinned revision, the split sizes and column names, and the content of the target columns, so a
 changed source (another revision, a truncated copy) is caught even when the files sit in another directory.
+
+A few-shot source with one split of all its classes (Omniglot's ``full``) is carved **by class** instead
+(``splits.by_class: {train: 1200, val: 200, test: 223}``, GATE's class split): its classes sorted by id, the first
+1200 to train, the next 200 to val, the last 223 to test, every example of a class with its class. The recipe
+then holds ``by_class`` (so another carve is another manifest file), the manifest holds ``classes: {split: [class
+ids]}``, and the check also refuses a class on two sides.
 """
 
 from __future__ import annotations
@@ -77,14 +83,30 @@ def source_fingerprint(raw: Mapping[str, datasets.Dataset], revision: str | None
     return {"splits": splits, "revision": revision, "hash": _digest(parts)[:32]}
 
 
+def by_class_counts(value: Any) -> dict[str, int]:
+    """``splits.by_class`` checked: ``{train: n, val: n, test: n}``, every count an integer >= 1."""
+    if not isinstance(value, Mapping) or sorted(value) != sorted(SPLITS) or not all(
+            isinstance(value[s], int) and not isinstance(value[s], bool) and value[s] >= 1 for s in SPLITS):
+        raise ConfigError(f"dataset.splits.by_class must give the number of classes of each split, "
+                          f"{{train: n, val: n, test: n}} with n >= 1; got {value!r}")
+    return {s: int(value[s]) for s in SPLITS}
+
+
 def recipe_of(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: str | None = None) -> dict[str, Any]:
     """The split recipe (what the manifest's file name hashes): seed, fractions, stratify and group columns,
-    and the roles of source splits (``{validation: test}``)."""
+    the roles of source splits (``{validation: test}``) and, for a class carve, ``by_class`` (class counts per
+    split) with ``class_order`` (how classes are ranked before the carve)."""
     cfg = dict(split_cfg or {})
     recipe = {"seed": int(cfg.get("seed", 0)), "val_fraction": float(cfg.get("val_fraction", 0.1)),
               "test_fraction": float(cfg.get("test_fraction", 0.2)), "stratify": stratify,
               "group": group if group is not None else cfg.get("group_column"),
               "roles": dict(cfg.get("roles") or {})}
+    if cfg.get("by_class") is not None:  # only then: every other recipe (and its file name) stays as it was
+        if not stratify:
+            raise ConfigError("dataset.splits.by_class carves splits by class, but the dataset declares no class "
+                              "target to carve by")
+        recipe["by_class"] = by_class_counts(cfg["by_class"])
+        recipe["class_order"] = "sorted"
     bad = {k: v for k, v in recipe["roles"].items() if v not in SPLITS}
     if bad:
         raise ConfigError(f"dataset.splits.roles maps source splits to {bad}; valid roles: {list(SPLITS)}")
@@ -152,10 +174,51 @@ def _carve(ds: datasets.Dataset, index: np.ndarray, fraction: float, seed: int, 
     return np.sort(rest), np.sort(carved)
 
 
+def carve_classes(labels: np.ndarray, counts: Mapping[str, int], dataset: str = "dataset") -> dict[str, np.ndarray]:
+    """GATE's class split of a few-shot source (``gate/data/few_shot/core.py``): the distinct class ids sorted,
+    then consecutive ranges of ``counts[train]``, ``counts[val]``, ``counts[test]`` classes. The counts must
+    cover every class (GATE's ``int(n * 1200/1623)``, ``int(n * 200/1623)``, ``int(n * 223/1623)`` give exactly
+    1200, 200 and 223 for Omniglot's n = 1623)."""
+    classes = np.unique(np.asarray(labels))
+    wanted = sum(counts[s] for s in SPLITS)
+    if classes.size != wanted:
+        raise ManifestError(f"dataset {dataset!r}: splits.by_class {dict(counts)} asks for {wanted} classes but the "
+                            f"source holds {classes.size}; give counts that sum to {classes.size}")
+    ends = np.cumsum([counts[s] for s in SPLITS])
+    starts = ends - np.asarray([counts[s] for s in SPLITS])
+    return {s: classes[a:b] for s, a, b in zip(SPLITS, starts, ends)}
+
+
+def _column(ds: datasets.Dataset, column: str | None, dataset: str) -> np.ndarray:
+    if not column or column not in ds.column_names:
+        raise ManifestError(f"dataset {dataset!r}: the class carve reads column {column!r}, which the source does "
+                            f"not have ({ds.column_names})")
+    return np.asarray(ds.select_columns([column]).with_format("numpy")[:][column])
+
+
+def _by_class_manifest(raw: Mapping[str, datasets.Dataset], dataset: str, recipe: Mapping[str, Any],
+                       source: Mapping[str, Any]) -> dict[str, Any]:
+    if len(raw) != 1:
+        raise ManifestError(f"dataset {dataset!r}: splits.by_class carves train/val/test out of one source split, "
+                            f"but the source has {sorted(raw)}")
+    origin = next(iter(raw))
+    labels = _column(raw[origin], recipe.get("stratify"), dataset)
+    classes = carve_classes(labels, recipe["by_class"], dataset)
+    manifest = {"version": MANIFEST_VERSION, "dataset": dataset,
+                **{s: np.flatnonzero(np.isin(labels, classes[s])).tolist() for s in SPLITS},
+                "from": {s: origin for s in SPLITS}, "classes": {s: classes[s].tolist() for s in SPLITS},
+                "source": dict(source), "recipe": dict(recipe)}
+    check_manifest(manifest, raw, dataset)
+    return manifest
+
+
 def compute_manifest(raw: Mapping[str, datasets.Dataset], dataset: str, recipe: Mapping[str, Any],
                      source: Mapping[str, Any]) -> dict[str, Any]:
     """The manifest of ``raw`` (the source's splits) under ``recipe``: splits the source has are kept whole; a
-    missing test split is carved from train, then a missing val split from what remains of train."""
+    missing test split is carved from train, then a missing val split from what remains of train. With
+    ``by_class`` the one source split is carved by class (:func:`carve_classes`)."""
+    if recipe.get("by_class"):
+        return _by_class_manifest(raw, dataset, recipe, source)
     splits = _normalise(raw, dataset, recipe.get("roles"))
     index = {name: np.arange(len(ds)) for name, ds in splits.items() if name in SPLITS}
     origin = {name: name for name in index}
@@ -214,6 +277,8 @@ def check_manifest(manifest: Mapping[str, Any], raw: Mapping[str, datasets.Datas
                                     f"source split {origin!r} in both {other!r} and {name!r} (first: index "
                                     f"{int(shared[0])}); the splits must be disjoint; {fix}")
         seen.setdefault(origin, {})[name] = idx
+    if manifest.get("recipe", {}).get("by_class"):
+        _check_class_carve(manifest, raw, dataset, where, fix)
     group = manifest.get("recipe", {}).get("group")
     if group:
         for origin, by_split in seen.items():
@@ -227,6 +292,36 @@ def check_manifest(manifest: Mapping[str, Any], raw: Mapping[str, datasets.Datas
                     if shared.size:
                         raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts rows of {group} "
                                             f"{shared[0]!r} in both {a!r} and {b!r}; {fix}")
+
+
+def _check_class_carve(manifest: Mapping[str, Any], raw: Mapping[str, datasets.Dataset], dataset: str, where: str,
+                       fix: str) -> None:
+    """A class carve's splits hold the classes its manifest names, as many as its recipe asks, none on two
+    sides, and every example of each (a class is never split between sides)."""
+    recipe = manifest["recipe"]
+    recorded = manifest.get("classes")
+    if not isinstance(recorded, Mapping) or sorted(recorded) != sorted(SPLITS):
+        raise ManifestError(f"dataset {dataset!r}: split manifest{where} carves by class but does not record "
+                            f"which classes went where; {fix}")
+    labels = {origin: _column(raw[origin], recipe.get("stratify"), dataset) for origin in set(manifest["from"].values())}
+    held = {name: set(np.unique(labels[manifest["from"][name]][np.asarray(manifest[name], dtype=np.int64)]).tolist())
+            for name in SPLITS}
+    for i, a in enumerate(SPLITS):
+        for b in SPLITS[i + 1:]:
+            shared = held[a] & held[b]
+            if shared:
+                raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts class {min(shared)!r} in both "
+                                    f"{a!r} and {b!r} ({len(shared)} shared); the class splits must be disjoint; {fix}")
+    for name in SPLITS:
+        named = set(recorded[name])
+        if held[name] != named or len(named) != recipe["by_class"][name]:
+            raise ManifestError(f"dataset {dataset!r}: split manifest{where} gives {name!r} {len(held[name])} "
+                                f"class(es), but records {len(named)} and the recipe asks for "
+                                f"{recipe['by_class'][name]}; {fix}")
+        members = np.flatnonzero(np.isin(labels[manifest["from"][name]], list(named)))
+        if members.size != len(manifest[name]):
+            raise ManifestError(f"dataset {dataset!r}: split manifest{where} leaves {members.size - len(manifest[name])} "
+                                f"example(s) of {name!r}'s classes out of {name!r}; {fix}")
 
 
 def _atomic_write(path: Path, payload: Mapping[str, Any]) -> None:

@@ -50,6 +50,10 @@ class DatasetSpec:
 
     targets: target column -> kind (:data:`TARGET_KINDS`), e.g. ``{"label": "class"}`` or
         ``{"mask": "mask", "volume": "volume"}``.
+    heads: several label columns of one dataset, ``{column: number of classes}`` (Happywhale:
+        ``{individual: 15587, species: 30}``), each a ``class`` target scored by its own head. The first is the
+        primary head: its count is ``num_classes``, its column :attr:`label_column` (the tier metric, the
+        checkpoint monitor, split stratification and transferability scores use it). Empty: one label column.
     options: task-specific facts the adapter reads (answer types, frames per clip, ...).
     """
 
@@ -64,6 +68,7 @@ class DatasetSpec:
     input_column: str = ""
     targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
     ignore_index: int | None = None
+    heads: Mapping[str, int] = dataclasses.field(default_factory=dict)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -83,7 +88,33 @@ class DatasetSpec:
             raise ValueError(f"dataset {self.name!r}: a {self.task} task needs target(s) of kind {sorted(missing)}; "
                              f"declare them under targets: (column: kind)")
         object.__setattr__(self, "targets", targets)
+        object.__setattr__(self, "heads", self._checked_heads())
         object.__setattr__(self, "options", dict(self.options))
+
+    def _checked_heads(self) -> dict[str, int]:
+        """``heads`` as {column: count}, checked against the targets of kind ``class`` and ``num_classes``."""
+        heads = {str(c): n for c, n in dict(self.heads).items()}
+        classes = [c for c, k in self.targets.items() if k == "class"]
+        if not heads:
+            if len(classes) > 1:
+                raise ValueError(f"dataset {self.name!r} declares {len(classes)} class targets {classes}; declare "
+                                 f"heads: {{column: number of classes}} for them (the first is the primary head)")
+            return {}
+        bad = {c: n for c, n in heads.items() if isinstance(n, bool) or not isinstance(n, int) or n < 2}
+        if bad:
+            raise ValueError(f"dataset {self.name!r}: heads {bad} must be class counts >= 2")
+        if sorted(heads) != sorted(classes):
+            raise ValueError(f"dataset {self.name!r}: heads {list(heads)} must name exactly its targets of kind "
+                             f"'class' ({classes})")
+        primary = next(iter(heads))
+        if heads[primary] != self.num_classes:
+            raise ValueError(f"dataset {self.name!r}: the primary head {primary!r} has {heads[primary]} classes but "
+                             f"num_classes={self.num_classes}; they must agree")
+        return heads
+
+    def classes_of(self, column: str) -> int:
+        """The number of classes of a label column: its head's count, else ``num_classes``."""
+        return int(self.heads.get(column, self.num_classes))
 
     def column(self, kind: str) -> str:
         """The column holding the target of ``kind`` (a ValueError naming the dataset when there is none)."""
@@ -94,7 +125,10 @@ class DatasetSpec:
 
     @property
     def label_column(self) -> str | None:
-        """The single-label column that stratifies splits and feeds transferability scores, if any."""
+        """The single-label column that stratifies splits and feeds transferability scores, if any (with
+        several heads: the primary head's)."""
+        if self.heads:
+            return next(iter(self.heads))
         for kind in ("class", "clip_label"):
             if kind in self.targets.values():
                 return self.column(kind)
@@ -102,17 +136,20 @@ class DatasetSpec:
 
 
 def check_split(spec: DatasetSpec, split: str, labels, column: str = "label") -> None:
-    """Raise ValueError naming the dataset and split when a split of class ids is empty or out of range."""
+    """Raise ValueError naming the dataset and split when a split of class ids is empty or out of range (the
+    range of ``column``'s head, :meth:`DatasetSpec.classes_of`)."""
     labels = np.asarray(labels)
+    classes = spec.classes_of(column)
     if labels.size == 0:
         raise ValueError(f"dataset {spec.name!r}: split {split!r} is empty")
     if not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(f"dataset {spec.name!r}: split {split!r} has non-integer {column!r} ({labels.dtype})")
     low, high = int(labels.min()), int(labels.max())
-    if low < 0 or high >= spec.num_classes:
-        bad = int(np.flatnonzero((labels < 0) | (labels >= spec.num_classes))[0])
+    if low < 0 or high >= classes:
+        bad = int(np.flatnonzero((labels < 0) | (labels >= classes))[0])
+        declared = f"heads.{column}={classes}" if column in spec.heads else f"num_classes={classes}"
         raise ValueError(f"dataset {spec.name!r}: split {split!r} has labels in [{low}, {high}] but the dataset "
-                         f"declares num_classes={spec.num_classes} (valid labels 0..{spec.num_classes - 1}; "
+                         f"declares {declared} (valid labels 0..{classes - 1}; "
                          f"first bad: example {bad}, {column}={int(labels[bad])})")
     if split == "train" and np.unique(labels).size < 2:
         raise ValueError(f"dataset {spec.name!r}: split 'train' has fewer than 2 distinct classes")

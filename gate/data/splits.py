@@ -43,18 +43,21 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
                 name: str = "dataset", label_column: str | None = None, split_seed: int = 0,
                 manifest_dir: str | Path | None = None, revision: str | None = None,
                 hash_columns: list[str] | None = None, group_column: str | None = None,
-                roles: Mapping[str, str] | None = None, force: bool = False) -> datasets.DatasetDict:
+                roles: Mapping[str, str] | None = None, by_class: Mapping[str, int] | None = None,
+                force: bool = False) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
     then a missing val split from what remains (``val_fraction``), seeded by ``split_seed`` (not the run
     ``seed``), stratified by ``label_column`` (or whole groups of ``group_column`` together). With a
     ``manifest_dir`` the split is written there once and reused (see :mod:`gate.data.manifest`).
+    ``by_class`` (``{train: n, val: n, test: n}``) carves a one-split few-shot source by class instead
+    (:func:`gate.data.manifest.carve_classes`, classes by ``label_column``).
     ``num_classes`` (single-label tasks) must equal the classes present in the whole training split.
     ``max_samples`` caps splits after the manifest (:func:`cap_splits`).
     """
     recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction,
-                        "roles": roles},
+                        "roles": roles, "by_class": by_class},
                        stratify=label_column, group=group_column)
     columns = [c for c in (label_column, group_column, *(hash_columns or [])) if c]
     source = source_fingerprint(raw, revision=revision, columns=columns)
@@ -75,5 +78,5 @@ def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:
     source = dict(dataset_cfg.get("source") or {})
     return {"val_fraction": split_cfg.get("val_fraction", 0.1), "test_fraction": split_cfg.get("test_fraction", 0.2),
             "split_seed": int(split_cfg.get("seed", 0)), "group_column": split_cfg.get("group_column"),
-            "roles": split_cfg.get("roles"),
+            "roles": split_cfg.get("roles"), "by_class": split_cfg.get("by_class"),
             "revision": source.get("revision")}

@@ -158,8 +158,10 @@ def _wrap(text: str, width: int = 28) -> str:
 @renderer("classification")
 def classification(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions))
-    predicted = v.predictions[:n].argmax(-1).tolist()
-    true = v.batch["label"][:n].tolist()
+    # Several heads (spec.heads): the primary head's logits come first and its labels sit under its column.
+    classes = int(getattr(v.spec, "num_classes", 0) or v.predictions.shape[-1])
+    predicted = v.predictions[:n, :classes].argmax(-1).tolist()
+    true = (v.batch["label"] if "label" in v.batch else v.batch[v.spec.label_column])[:n].tolist()
     return _labelled_grid(v.images()[:n], [v.class_name(p) for p in predicted], [v.class_name(t) for t in true],
                           [p == t for p, t in zip(predicted, true)], "classification: predicted vs true")
 

@@ -17,18 +17,23 @@ from . import encode_labels, rename
 
 def hf_image_classification(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str,
                             image_column: str = "image", label_column: str = "label",
-                            extra_label_columns: Mapping[str, str] | None = None,
+                            label_columns: Mapping[str, int] | None = None,
                             cache_dir: str | None = None) -> datasets.DatasetDict:
     """A hub dataset of (image, label) rows from its local parquet copy, as columns ``image`` and ``label``
-    (class ids; string labels get ids by their sorted union). ``extra_label_columns`` (source -> ours) keeps
-    further label columns, encoded the same way (Happywhale's species next to the individual)."""
-    extra = dict(extra_label_columns or {})
-    raw = load_parquet(name, source, data_dir, columns=[image_column, label_column, *extra], cache_dir=cache_dir,
+    (class ids; string labels get ids by their sorted union).
+
+    ``label_columns`` (``{column: number of classes}``, the dataset's ``heads``) reads several label columns
+    instead, each kept under its own name and already holding class ids (Happywhale: ``individual`` and
+    ``species``, integers written by GATE's uploader); ``label_column`` is then not read."""
+    heads = {str(c): int(n) for c, n in (label_columns or {}).items()}
+    targets = list(heads) or [label_column]
+    raw = load_parquet(name, source, data_dir, columns=[image_column, *targets], cache_dir=cache_dir,
                        image_columns=[image_column])
-    raw = rename(raw, {image_column: "image", label_column: "label", **extra})
-    raw = encode_labels(raw, "label", name)
-    for ours in extra.values():
-        raw = encode_labels(raw, ours, name)
+    if not heads:
+        return encode_labels(rename(raw, {image_column: "image", label_column: "label"}), "label", name)
+    raw = rename(raw, {image_column: "image"})
+    for column, classes in heads.items():
+        raw = encode_labels(raw, column, name, num_classes=classes)
     return raw
 
 
