@@ -279,3 +279,41 @@ def test_the_acdc_note_is_read_from_its_dataset_config_and_printed_beside_its_nu
     assert "acdc †" in page and "no hard Dice" in page
     assert page.count("no hard Dice") >= 2  # beside the results table's row and in the benchmark table
     assert "digits †" not in page
+
+
+def test_a_departing_benchmark_is_marked_in_every_table_and_csv(tmp_path):
+    """nycc's note (another dataset than GATE's) appears in table.md, table.tex, tiers_benchmarks.csv and the
+    family comparison gate-tier prints; a benchmark without a note is never marked."""
+    from gate.analysis.pipeline import run_analysis
+    from gate.tiers.summary import compare_encoders, format_comparison
+
+    rows = [{"encoder": e, "dataset": d, "metric": m, "value": v}
+            for e, base in (("enc_a", 0.7), ("enc_b", 0.6))
+            for d, m, v in (("nycc", "img2txt_acc@1", base), ("digits", "acc@1", base + 0.2))]
+    results = tmp_path / "results.csv"
+    pd.DataFrame(rows).to_csv(results, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = run_analysis(results, tmp_path / "report", figures=False, tiers={"t": {"benchmarks": ["nycc", "digits"]}})
+    md = out.files["table.md"].read_text()
+    assert "nycc †" in md and "digits †" not in md and "loads Flickr30K under the name nycc" in md
+    tex = out.files["table.tex"].read_text()
+    assert r"nycc $^\dagger$" in tex and "Flickr30K" in tex
+    info = pd.read_csv(out.files["tiers_benchmarks.csv"], keep_default_na=False).set_index("benchmark")
+    assert "Flickr30K" in info.loc["nycc", "vs_gate"] and info.loc["digits", "vs_gate"] == ""
+    comp = compare_encoders(out.tiers, ["enc_a", "enc_b"], "t", info.reset_index())
+    lines = format_comparison(comp)
+    assert any(line.strip().startswith("t (tier mean) †") for line in lines)
+    assert any("depart from the GATE paper's protocol" in line and "nycc" in line for line in lines)
+    marked_families = [line.split("  ")[1] for line in lines[1:] if "†" in line.split("  ")[1]]
+    assert all("Img Class" not in f for f in marked_families)  # digits' family carries no mark
+
+
+@pytest.mark.parametrize("key", ["chexpert", "nycc", "nyu", "flickr30k", "ham10k", "pascal_context", "iwildcam",
+                                 "diabetic_retinopathy", "winoground", "ade20k", "clevr", "acdc", "kinetics400"])
+def test_benchmarks_documented_as_not_comparable_carry_a_note(key):
+    """docs/datasets.md says these numbers are not (or only loosely) comparable with the paper's; the report can
+    only say so beside the number if the dataset config carries the note."""
+    from gate.analysis.meta import load_benchmark_meta
+
+    assert load_benchmark_meta()[key].notes_vs_gate

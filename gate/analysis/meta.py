@@ -209,3 +209,14 @@ def describe_turn(rule: str, bound: float | None) -> str:
     if rule == "negate":
         return "-x"
     return f"{bound:g} - x"
+
+
+#: The mark printed beside a benchmark whose numbers depart from the GATE paper's protocol (its ``notes_vs_gate``).
+DEPARTS_MARK = "†"
+
+
+def note_of(benchmark: str, notes: Mapping[str, str] | None) -> str:
+    """The ``notes_vs_gate`` of a benchmark label (a protocol variant ``acdc[...]`` shares its dataset's)."""
+    if not notes:
+        return ""
+    return notes.get(benchmark) or notes.get(str(benchmark).split("[", 1)[0], "")

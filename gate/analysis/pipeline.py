@@ -91,8 +91,9 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         warnings.warn("no fine-tuning results: table.csv and tiers.csv are empty", stacklevel=3)
     summary.to_csv(out / "summary.csv", index=False)
     files["summary.csv"] = out / "summary.csv"
-    files.update(write_tables(summary, out))
     meta = load_benchmark_meta(benchmarks_file, dataset_config_dirs, tier_metrics, benchmark_meta)
+    notes_vs_gate = {k: m.notes_vs_gate for k, m in meta.items() if m.notes_vs_gate}
+    files.update(write_tables(summary, out, notes_vs_gate))
     tiers_table, bench_info = tier_summary(summary, tiers or {}, meta, partial=partial_tiers)
     tiers_table.to_csv(out / "tiers.csv", index=False)
     bench_info.to_csv(out / "tiers_benchmarks.csv", index=False)
@@ -144,6 +145,6 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         tables={"mean": mean, "std": wide_table(summary, value="std"), "n": wide_table(summary, value="n")},
         tiers=tiers_table, tier_info=bench_info, published=published if loaded.aggregates is not None else None,
         correlations=corr, figures=fig_list, warnings_seen=seen, options=options, extra_sections=extra_sections,
-        notes_vs_gate={k: m.notes_vs_gate for k, m in meta.items() if m.notes_vs_gate})
+        notes_vs_gate=notes_vs_gate)
     files["report.html"] = report
     return AnalysisResult(out=out, files=files, summary=summary, tiers=tiers_table, correlations=corr, warnings=seen)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gate.analysis.meta import DEPARTS_MARK, note_of
 from gate.analysis.table import cells, fmt
 
 CSS = """
@@ -67,13 +68,6 @@ def frame_html(df: pd.DataFrame, left: Sequence[str] = (), digits: bool = True, 
     return f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
 
 
-def note_of(benchmark: str, notes: Mapping[str, str] | None) -> str:
-    """The ``notes_vs_gate`` of a benchmark label (a protocol variant ``acdc[...]`` shares its dataset's)."""
-    if not notes:
-        return ""
-    return notes.get(benchmark) or notes.get(str(benchmark).split("[", 1)[0], "")
-
-
 def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame,
                        notes: Mapping[str, str] | None = None) -> str:
     """The fine-tuning table; a benchmark whose numbers depart from GATE's protocol is marked † (the note in
@@ -91,14 +85,14 @@ def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame,
         if note:
             noted[str(mean.loc[i, "dataset"])] = note
             tds[1] = (f"<td class='l' title='{html.escape(note, quote=True)}'>"
-                      f"{html.escape(str(mean.loc[i, 'dataset']))} †</td>")
+                      f"{html.escape(str(mean.loc[i, 'dataset']))} {DEPARTS_MARK}</td>")
         tds.append(f"<td class='l'>{arrow}</td>")
         tds += [f"<td class='{'best' if b and c else ''}'>{html.escape(c)}</td>" for c, b in zip(text[i], best[i])]
         rows.append("<tr>" + "".join(tds) + "</tr>")
     table = f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     if noted:
         items = "".join(f"<li><b>{html.escape(b)}</b>: {html.escape(t)}</li>" for b, t in noted.items())
-        table += (f"<div class='meta'>† Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):"
+        table += (f"<div class='meta'>{DEPARTS_MARK} Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):"
                   f"<ul>{items}</ul></div>")
     return table
 
@@ -151,10 +145,8 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
                      "&quot;GATE Mean&quot; rows.</p>")
         parts.append(frame_html(published, left=("tier",)))
     parts.append("<h3>Benchmarks and their representative metrics</h3>")
-    if notes_vs_gate and not tier_info.empty and "benchmark" in tier_info.columns:
-        beside = [note_of(str(b), notes_vs_gate) for b in tier_info["benchmark"]]
-        if any(beside):
-            tier_info = tier_info.assign(vs_gate=beside)
+    if "vs_gate" in tier_info.columns and not tier_info["vs_gate"].astype(bool).any():
+        tier_info = tier_info.drop(columns="vs_gate")
     parts.append(frame_html(tier_info, left=("benchmark", "dataset", "family", "metric", "turn", "chosen_by", "tiers",
                                              "vs_gate")))
     for section, title in (("overview", "Rankings"), ("tiers", "Tier means"), ("correlations", "Scores vs fine-tuning")):

@@ -11,6 +11,7 @@ standard deviation over seeds and the number of seeds in the same layout. ``tabl
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -39,8 +40,10 @@ def wide_table(summary: pd.DataFrame, kind: str = "finetune", value: str = "mean
     return out
 
 
-def write_tables(summary: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
-    """Write table.csv, table_std.csv, table_n.csv, table.md and table.tex; returns their paths."""
+def write_tables(summary: pd.DataFrame, out_dir: str | Path, notes: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Write table.csv, table_std.csv, table_n.csv, table.md and table.tex; returns their paths. ``notes``:
+    benchmark -> how its numbers depart from GATE's protocol; such a dataset is marked † in table.md and table.tex,
+    the notes listed under the table."""
     out_dir = Path(out_dir)
     mean = wide_table(summary, value="mean")
     std = wide_table(summary, value="std")
@@ -55,8 +58,8 @@ def write_tables(summary: pd.DataFrame, out_dir: str | Path) -> dict[str, Path]:
     mean.to_csv(paths["table.csv"], index=False)
     std.to_csv(paths["table_std.csv"], index=False)
     n.to_csv(paths["table_n.csv"], index=False)
-    paths["table.md"].write_text(to_markdown(mean, std, n))
-    paths["table.tex"].write_text(to_latex(mean, std, n))
+    paths["table.md"].write_text(to_markdown(mean, std, n, notes))
+    paths["table.tex"].write_text(to_latex(mean, std, n, notes))
     return paths
 
 
@@ -94,22 +97,41 @@ def cells(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> tuple[list[
     return encoders, text, best
 
 
-def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+def marked(mean: pd.DataFrame, notes: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
+    """The dataset label of each row (marked † when its numbers depart from GATE's protocol) and the notes of the
+    marked ones, in row order."""
+    from gate.analysis.meta import DEPARTS_MARK, note_of
+
+    labels, noted = [], {}
+    for dataset in mean["dataset"].astype(str):
+        note = note_of(dataset, notes)
+        labels.append(f"{dataset} {DEPARTS_MARK}" if note else dataset)
+        if note:
+            noted[dataset] = note
+    return labels, noted
+
+
+def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None) -> str:
     encoders, text, best = cells(mean, std, n)
+    labels, noted = marked(mean, notes)
     head = ["family", "dataset", "metric", ""] + encoders
     lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for i in range(len(mean)):
         arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
-        row = [mean.loc[i, "family"], mean.loc[i, "dataset"], mean.loc[i, "metric"], arrow]
+        row = [mean.loc[i, "family"], labels[i], mean.loc[i, "metric"], arrow]
         row += [f"**{c}**" if b and c else (c or "–") for c, b in zip(text[i], best[i])]
         lines.append("| " + " | ".join(_md(str(c)) for c in row) + " |")
     note = ("\nMean over seeds (± sample std when more than one seed); best per row in bold; "
             "↑ higher is better, ↓ lower is better; – no result.\n")
+    if noted:
+        note += "\n† Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):\n\n" + "".join(
+            f"- **{_md(b)}**: {_md(t)}\n" for b, t in noted.items())
     return "\n".join(lines) + "\n" + note
 
 
-def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
+def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None) -> str:
     encoders, text, best = cells(mean, std, n)
+    labels, noted = marked(mean, notes)
     cols = "lll" + "r" * len(encoders)
     out = [r"% gate-analysis: fine-tuning results, mean over seeds (\pm sample std), best per row in bold.",
            r"% Needs \usepackage{booktabs}.",
@@ -117,13 +139,17 @@ def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> str:
            " & ".join(["Family", "Dataset", "Metric"] + [_tex(e) for e in encoders]) + r" \\", r"\midrule"]
     for i in range(len(mean)):
         arrow = r"$\uparrow$" if mean.loc[i, "higher_is_better"] else r"$\downarrow$"
-        row = [_tex(str(mean.loc[i, "family"])), _tex(str(mean.loc[i, "dataset"])),
+        row = [_tex(str(mean.loc[i, "family"])), _tex(labels[i]).replace("†", r"$^\dagger$"),
                _tex(str(mean.loc[i, "metric"])) + " " + arrow]
         for c, b in zip(text[i], best[i]):
             c = c.replace(" ± ", r" $\pm$ ") if c else "--"
             row.append(r"\textbf{" + c + "}" if b and c != "--" else c)
         out.append(" & ".join(row) + r" \\")
-    out += [r"\bottomrule", r"\end{tabular}", ""]
+    out += [r"\bottomrule", r"\end{tabular}"]
+    if noted:  # printed under the table, so the compiled table says it too
+        out.append(r"\par\smallskip{\footnotesize $^\dagger$ Departs from the GATE paper's protocol: "
+                   + "; ".join(r"\textbf{" + _tex(b) + "}: " + _tex(t) for b, t in noted.items()) + "}")
+    out.append("")
     return "\n".join(out)
 
 

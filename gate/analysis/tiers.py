@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from gate.analysis.meta import BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn, turn_rule
+from gate.analysis.meta import BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn, note_of, turn_rule
 
 
 def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -81,13 +81,16 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
         info.append({"benchmark": bench, "dataset": dataset, "family": family, "metric": metric,
                      "higher_is_better": hib, "scale": scale, "turn": describe_turn(rule, bound),
                      "n_encoders": int(values.notna().sum()), "chosen_by": why,
-                     "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True})
+                     "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True,
+                     "vs_gate": note_of(bench, {k: v.notes_vs_gate for k, v in meta.items() if v.notes_vs_gate})})
     values = pd.DataFrame(columns)
     return values, pd.DataFrame(info, columns=INFO_COLUMNS)
 
 
 INFO_COLUMNS = ["benchmark", "dataset", "family", "metric", "higher_is_better", "scale", "turn", "n_encoders",
-                "chosen_by", "in_means"]
+                "chosen_by", "in_means", "vs_gate"]
+"""``vs_gate``: how the benchmark's numbers depart from the GATE paper's protocol (its ``notes_vs_gate``; empty when
+they do not), so that the CSV a reader opens says it too."""
 
 
 def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[str, BenchmarkMeta],

@@ -130,14 +130,19 @@ def format_cost(cost: pd.DataFrame) -> list[str]:
 # ------------------------------------------------------------------------------------------ comparison
 
 
-def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: str) -> pd.DataFrame:
+def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: str,
+                     bench_info: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per task family and for the tier mean: each encoder's mean, and the first encoder minus each other one
-    (pretrained vs scratch in the demo). Rows: ``family`` = family name or ``<tier> (tier mean)``."""
+    (pretrained vs scratch in the demo). Rows: ``family`` = family name or ``<tier> (tier mean)``; ``departs`` =
+    the benchmarks averaged in the row whose numbers depart from GATE's protocol (``vs_gate`` of ``bench_info``,
+    the analysis' ``tiers_benchmarks.csv``), so a reader of the row knows it is not the paper's number."""
     if tiers_table.empty:
-        return pd.DataFrame(columns=["family", *encoders])
+        return pd.DataFrame(columns=["family", *encoders, "departs"])
     t = tiers_table.set_index("encoder")
     present = [e for e in encoders if e in t.index]
     cols = [c for c in t.columns if c.startswith("family:") and not c.endswith((":rank", ":n"))]
+    info = bench_info if bench_info is not None and "vs_gate" in bench_info.columns else None
+    departing = [] if info is None else info.loc[info["vs_gate"].fillna("").astype(bool), ["benchmark", "family"]]
     rows = []
     for col, label in [(f"tier:{tier}", f"{tier} (tier mean)")] + [(c, c.split(":", 1)[1]) for c in cols]:
         if col not in t.columns:
@@ -145,23 +150,36 @@ def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: s
         row = {"family": label, **{e: float(t.loc[e, col]) for e in present}}
         for other in present[1:]:
             row[f"{present[0]} − {other}"] = row[present[0]] - row[other]
+        if info is not None:
+            mine = departing if col.startswith("tier:") else departing[departing["family"] == label]
+            row["departs"] = ",".join(map(str, mine["benchmark"]))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def format_comparison(comp: pd.DataFrame) -> list[str]:
+    """The comparison as printed lines; a row averaging a benchmark that departs from GATE's protocol is marked †
+    and the benchmarks are named under the table."""
+    from gate.analysis.meta import DEPARTS_MARK
+
     if comp.empty:
         return ["  (no tier or family means: see the report's warnings)"]
-    cols = [c for c in comp.columns if c != "family"]
-    width = max(len(str(f)) for f in comp["family"])
+    departs = comp["departs"].fillna("") if "departs" in comp.columns else pd.Series("", index=comp.index)
+    labels = [f"{f} {DEPARTS_MARK}" if d else str(f) for f, d in zip(comp["family"], departs)]
+    cols = [c for c in comp.columns if c not in ("family", "departs")]
+    width = max(len(label) for label in labels)
     lines = [f"  {'family':<{width}}  " + "  ".join(f"{c:>{max(12, len(c))}}" for c in cols)]
-    for _, row in comp.iterrows():
+    for label, (_, row) in zip(labels, comp.iterrows()):
         cells = []
         for c in cols:
             v = row[c]
             text = "" if pd.isna(v) else (f"{v:+.4f}" if "−" in c else f"{v:.4f}")
             cells.append(f"{text:>{max(12, len(c))}}")
-        lines.append(f"  {row['family']:<{width}}  " + "  ".join(cells))
+        lines.append(f"  {label:<{width}}  " + "  ".join(cells))
+    named = sorted({b for d in departs for b in d.split(",") if b})
+    if named:
+        lines.append(f"  {DEPARTS_MARK} averages benchmarks whose numbers depart from the GATE paper's protocol "
+                     f"(not comparable with its table): {', '.join(named)}; see tiers_benchmarks.csv (vs_gate)")
     return lines
 
 
@@ -199,14 +217,16 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         first = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, figures=False)
-    comparison = compare_encoders(first.tiers, plan.encoders, plan.tier.name)
+    bench_info = pd.read_csv(first.files["tiers_benchmarks.csv"], keep_default_na=False)
+    comparison = compare_encoders(first.tiers, plan.encoders, plan.tier.name, bench_info)
     comparison.to_csv(out / "comparison.csv", index=False)
     if len(plan.encoders) > 1:
         sections.append((f"{plan.encoders[0]} vs the other encoders, per task family",
                          f"<p class='meta'>{note}. Mean of each family's representative metrics (turned so that higher "
                          f"is better); the last columns are {html.escape(plan.encoders[0])} minus each other encoder "
                          f"(positive: {html.escape(plan.encoders[0])} is better).</p>"
-                         + frame_html(comparison, left=("family",))
+                         + frame_html(comparison if comparison.get("departs", pd.Series(dtype=str)).astype(bool).any()
+                                      else comparison.drop(columns="departs", errors="ignore"), left=("family",))
                          + (f"<p class='meta'>Skipped entries:</p><ul>{skipped}</ul>" if skipped else "")))
     sections.append(("Cost of the tier", "<p class='meta'>Sums of the runs' measured facts (wall-clock, CPU and GPU "
                                          "hours, energy); empty = not measured by these runs, never estimated.</p>"

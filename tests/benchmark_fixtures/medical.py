@@ -58,10 +58,11 @@ def ham10k(root: Path) -> dict:
 
     Schema: the Kaggle copy's metadata columns (lesion_id, image_id, dx, dx_type, age, sex, localization) and image
     folders, as the GATE code's loader (gate/data/medical/classification/ham10k.py) and public loaders read them.
-    Several images per lesion: the split must group by lesion."""
+    Several images per lesion: the split must group by lesion. 50 lesions, so that GATE's 80/5/15 split leaves a
+    validation split of at least two lesions of different diagnoses (AUC needs a positive and a negative)."""
     dx = ["akiec", "bcc", "bkl", "df", "mel", "nv", "vasc"]
     rows = []
-    for i in range(42):
+    for i in range(100):
         image_id = f"ISIC_{24306 + i:07d}"
         jpeg_file(root / f"HAM10000_images_part_{1 + i % 2}" / f"{image_id}.jpg", i)
         rows.append([f"HAM_{i // 2:07d}", image_id, dx[(i // 2) % 7], "histo", "50.0", "male", "back"])
