@@ -3,6 +3,7 @@ dataset declares several (``heads``, e.g. Happywhale's individual and species)."
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,9 +24,16 @@ def accuracy_metrics(num_classes: int, top_k) -> MetricCollection:
     })
 
 
-def usable_top_k(top_k, num_classes: int) -> tuple[int, ...]:
-    """The k of ``top_k`` that say something for ``num_classes`` classes (k = 1, and k below the class count)."""
-    return tuple(k for k in top_k if k == 1 or k < num_classes)
+def defined_top_k(top_k, num_classes: int, where: str) -> tuple[int, ...]:
+    """The ``top_k`` values that measure something with ``num_classes`` candidates: k = 1, and k < C (with k >= C
+    every label is among the top k: ``acc@k`` would be 1 whatever the model). One warning names those left out.
+    The rule of every classifier (image, multi-head, video)."""
+    kept = tuple(int(k) for k in top_k if k == 1 or k < num_classes)
+    dropped = [int(k) for k in top_k if int(k) not in kept]
+    if dropped:
+        warnings.warn(f"{where}: acc@k for k={dropped} is not recorded: with {num_classes} classes every label is "
+                      f"among the top {dropped[0]}, so it would be 1 whatever the model", stacklevel=3)
+    return kept
 
 
 class HeadAccuracy(Metric):
@@ -85,7 +93,8 @@ class LinearClassifier(Adapter):
         # With several heads, one Linear holds them all: the rows of head c are its own logits (slice c).
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(feature_dim, outputs))
         self.label_smoothing = label_smoothing
-        self.top_k = usable_top_k(top_k, num_classes)
+        where = f"{type(self).__name__} on dataset {getattr(spec, 'name', '?')!r}"
+        self.top_k = defined_top_k(top_k, num_classes, where)
         self.requested_top_k = tuple(top_k)
         if self.heads:
             self.monitor = f"acc@1/{self.label_column}"
@@ -110,9 +119,11 @@ class LinearClassifier(Adapter):
     def make_metrics(self) -> MetricCollection:
         if not self.heads:
             return accuracy_metrics(self.num_classes, self.top_k)
+        where = f"{type(self).__name__}, head {{}}"
         return MetricCollection({
             f"acc@{k}/{column}": HeadAccuracy(column, self.offsets[column], count, k)
-            for column, count in self.heads.items() for k in usable_top_k(self.requested_top_k, count)
+            for column, count in self.heads.items()
+            for k in defined_top_k(self.requested_top_k, count, where.format(column))
         })
 
     # ------------------------------------------------------------------------------------------- data

@@ -30,7 +30,6 @@ count differs from ``options.frames``, labels outside ``0..C-1``, non-finite reg
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,7 +41,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection
 
 from .base import Adapter
-from .classification import accuracy_metrics
+from .classification import accuracy_metrics, defined_top_k
 
 POOLS = ("mean", "cls")
 
@@ -72,18 +71,6 @@ def clip_lengths(split, column: str) -> np.ndarray | None:
             or pa.types.is_fixed_size_list(values.type)):
         return None
     return np.asarray(pc.fill_null(pc.list_value_length(values), 0).to_numpy(zero_copy_only=False))
-
-
-def defined_top_k(top_k, num_classes: int, where: str) -> tuple[int, ...]:
-    """The ``top_k`` values that measure something with ``num_classes`` candidates: k = 1, and k < C (with k >= C
-    every label is among the top k: ``acc@k`` would be 1 whatever the model). One warning names those left out.
-    The same rule as the image classifier's (``LinearClassifier``)."""
-    kept = tuple(int(k) for k in top_k if k == 1 or k < num_classes)
-    dropped = [int(k) for k in top_k if int(k) not in kept]
-    if dropped:
-        warnings.warn(f"{where}: acc@k for k={dropped} is not recorded: with {num_classes} classes every label is "
-                      f"among the top {dropped[0]}, so it would be 1 whatever the model", stacklevel=3)
-    return kept
 
 
 class TemporalAdapter(Adapter):
