@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import torch
 
 from .build import build_encoder, build_spec, build_splits, to_plain
-from .files import set_aside
+from .files import atomic_write, atomic_write_text, set_aside
 from .results import stable_hash
 from .training.checkpoints import is_complete_checkpoint
 
@@ -171,13 +170,5 @@ def _load_cached(path: Path) -> dict[str, Any] | None:
 
 
 def _save_atomic(path: Path, blob: dict[str, Any], key: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(blob, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    path.with_suffix(".json").write_text(json.dumps(key, indent=2, sort_keys=True, default=str) + "\n")
+    atomic_write(path, lambda tmp: torch.save(blob, tmp))
+    atomic_write_text(path.with_suffix(".json"), json.dumps(key, indent=2, sort_keys=True, default=str) + "\n")

@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetUnavailable, GateError
-from ..files import atomic_write_text
+from ..files import atomic_write, atomic_write_text
 
 SOURCE_FILE = ".gate_source.json"  # the completion record of gate-data prepare (see the module docstring)
 DOWNLOADS = ".downloads"  # where fetch_urls keeps the files it downloaded (archives before extraction)
@@ -381,7 +381,7 @@ def copy_files(root: Path) -> list[str]:
         for name in names:
             if here == root and (name == SOURCE_FILE or name.startswith(f".{SOURCE_FILE}.")):
                 continue
-            if name.endswith((".part", ".incomplete")):
+            if name.endswith((".part", ".incomplete", ".tmp")):  # partial downloads, atomic writes in flight
                 continue
             out.append((here / name).relative_to(root).as_posix())
     return sorted(out)
@@ -589,9 +589,14 @@ def check_sha256(key: str, path: str | os.PathLike, expected: str | None) -> Non
                         f"`gate-data prepare dataset={key}` to download it again")
 
 
+def _copy_stream(stream, path: str) -> None:
+    with open(path, "wb") as fh:
+        shutil.copyfileobj(stream, fh, HASH_CHUNK)
+
+
 def _fetch_urls(key: str, source: Mapping[str, Any], root: Path, record: _Record) -> None:
     """Download each ``source.urls`` entry (``{url, sha256, to, unpack}``) into ``<data_dir>/.downloads`` (through
-    a ``.part`` file: a file there is whole, and a rerun keeps it), check its sha256, then extract it (an archive)
+    an atomic write: a file there is whole, and a rerun keeps it), check its sha256, then extract it (an archive)
     or copy it (any other file) into ``<data_dir>/<to>`` (``unpack: false`` leaves it in ``.downloads``)."""
     import urllib.request
 
@@ -600,11 +605,7 @@ def _fetch_urls(key: str, source: Mapping[str, Any], root: Path, record: _Record
         if not target.is_file():
             with urllib.request.urlopen(entry["url"], timeout=60) as response:  # noqa: S310 - the config's own URLs
                 record.begin()
-                target.parent.mkdir(parents=True, exist_ok=True)
-                tmp = target.with_name(target.name + ".part")
-                with open(tmp, "wb") as fh:
-                    shutil.copyfileobj(response, fh, HASH_CHUNK)
-            os.replace(tmp, target)
+                atomic_write(target, lambda tmp, response=response: _copy_stream(response, tmp))
         record.begin()
         check_sha256(key, target, entry.get("sha256"))
         if entry.get("unpack", True):

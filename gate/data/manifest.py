@@ -36,6 +36,7 @@ import datasets
 import numpy as np
 
 from ..errors import ConfigError, GateError
+from ..files import atomic_write_text
 
 SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
 SPLITS = ("train", "val", "test")
@@ -325,10 +326,7 @@ def _check_class_carve(manifest: Mapping[str, Any], raw: Mapping[str, datasets.D
 
 
 def _atomic_write(path: Path, payload: Mapping[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, separators=(",", ":")) + "\n")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(payload, separators=(",", ":")) + "\n")
 
 
 def read_manifest(path: str | os.PathLike, dataset: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from gate.files import atomic_write_text
 from gate.results import experiment_id
 
 COST_FACTS = (("wall_seconds", "wall_hours", 1 / 3600), ("cpu_seconds", "cpu_hours", 1 / 3600),
@@ -201,9 +202,7 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     out = Path(reports_dir) / f"tier-{plan.tier.name}"
     out.mkdir(parents=True, exist_ok=True)
     subset = out / "records.jsonl"
-    tmp = subset.with_name(subset.name + ".tmp")
-    tmp.write_text("".join(json.dumps(r, default=str) + "\n" for r in records))
-    tmp.replace(subset)
+    atomic_write_text(subset, "".join(json.dumps(r, default=str) + "\n" for r in records))
 
     cost = cost_table(experiment_facts(records))
     cost.to_csv(out / "cost.csv", index=False)

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from gate.errors import ConfigError
+from gate.files import atomic_write_text
 from gate.tiers.launchers import LaunchContext, LaunchResult, shell_command
 
 
@@ -14,9 +15,6 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     if not ctx.out:
         raise ConfigError("launch=json needs out=<file.json> (where to write {experiment_id: command})")
     path = Path(ctx.out).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2) + "\n")
-    tmp.replace(path)
+    atomic_write_text(path, json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2) + "\n")
     ctx.echo(f"[gate] wrote {len(experiments)} command(s) to {path.resolve()}")
     return LaunchResult(ran=False)
