@@ -229,7 +229,7 @@ LAUNCHER_SETTINGS: dict[str, Setting] = {
     "account": Setting("str", nullable=True, null_means="the cluster's default"),
     "gpus_per_node": Int(0),
     "cpus_per_task": Int(1),
-    "mem_gb": Float(0.0, low_open=True),
+    "mem_gb": Float(0.0, low_open=True, nullable=True, null_means="the cluster's default"),
     "timeout_min": Int(1),
     "array_parallelism": Int(1),
     "setup": Setting("str_list"),
@@ -259,10 +259,14 @@ TIER_RUN_SETTINGS: dict[str, Setting] = {
 
 
 def check_section(prefix: str, values: Mapping[str, Any], settings: Mapping[str, Setting],
-                  rules: list[Rule] = (), *, owner: str = "") -> list[str]:
+                  rules: list[Rule] = (), *, owner: str = "", required: bool = False) -> list[str]:
     """Every problem of the config section ``values`` (named ``prefix`` in messages) against ``settings``: a key
-    that is not declared, a value of the wrong type or out of range, a broken rule across keys."""
+    that is not declared, a value of the wrong type or out of range, a broken rule across keys, and with
+    ``required`` a declared key that is missing (where the YAML states every default, code reads them all)."""
     problems = []
+    if required:
+        problems += [f"{prefix}.{key} is missing: expected {s.expected()}" for key, s in settings.items()
+                     if key not in values]
     unknown = sorted(str(k) for k in values if k not in settings and k not in META_KEYS)
     for key in unknown:
         problems.append(f"{prefix}.{key} is not a setting of {owner or prefix}: it has "

@@ -280,6 +280,23 @@ def _adapters_for(task: str) -> list[str]:
     return names
 
 
+def _required(c: _Checker, *keys: str) -> bool:
+    """Whether every key is present; each missing one is a problem (code reads it from the config, which states
+    its default once: no fallback in Python)."""
+    missing = [k for k in keys if c.get(k) is _MISSING]
+    c.problems.extend(f"{k} is missing from the config (its default lives in the YAML)" for k in missing)
+    return not missing
+
+
+def _check_recipe(c: _Checker) -> None:
+    if _required(c, "recipe.scheduler_interval", "recipe.scheduler_monitor", "recipe.freeze_encoder"):
+        c.choice("recipe.scheduler_interval", ("step", "epoch"))
+        monitor = c.get("recipe.scheduler_monitor")
+        if not isinstance(monitor, str) or not monitor:
+            c.bad("recipe.scheduler_monitor", monitor, "expected a logged metric name, e.g. 'train/loss'")
+        c.boolean("recipe.freeze_encoder")
+
+
 def _check_adapter(c: _Checker) -> None:
     """The adapter section against its class's declared settings (gate/settings.py), and its task family against
     the dataset's, before anything is built."""
@@ -351,19 +368,22 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     plain = _resolved(cfg)
     c = _Checker(plain)
     c.integer("seed", 0)
+    _required(c, "force", "keep_checkpoints")
     c.boolean("force")
     c.choice("keep_checkpoints", KEEP_CHECKPOINTS)
     ensembles = c.get("ensembles")
-    if ensembles is not _MISSING:
+    if ensembles is _MISSING:
+        c.problems.append("ensembles is missing: expected a list of checkpoint counts, e.g. [1, 3, 5]")
+    else:
         if not isinstance(ensembles, list) or not ensembles or not all(
                 isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ensembles):
             c.bad("ensembles", ensembles, "expected a non-empty list of checkpoint counts >= 1, e.g. [1, 3, 5] "
                                           "([1] tests the best checkpoint alone)")
     c.integer("data.batch_size", 1)
-    c.integer("data.eval_batch_size", 1, optional=True, required=False)
-    c.integer("data.num_workers", 0, required=False)
+    c.integer("data.eval_batch_size", 1, optional=True)
+    c.integer("data.num_workers", 0)
     for split in SPLITS:
-        cap = c.integer(f"data.max_{split}_samples", 1, optional=True, required=False)
+        cap = c.integer(f"data.max_{split}_samples", 1, optional=True)
         if split != "train" and cap == 1 and c.get("dataset.task", None) == "multilabel":
             # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
             c.bad(f"data.max_{split}_samples", cap, "a multi-label split needs >= 2 examples (a class enters "
@@ -382,6 +402,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     _check_layout(c)
     c.number("recipe.optimizer.lr", 0.0, low_open=True, required=False)
     c.number("recipe.optimizer.weight_decay", 0.0, required=False)
+    _check_recipe(c)
     _check_adapter(c)
     adapter_classes = c.get("adapter.num_classes", None)
     dataset_classes = c.get("dataset.num_classes", None)
@@ -407,13 +428,14 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     plain = _resolved(cfg)
     c = _Checker(plain)
     c.integer("seed", 0)
-    c.boolean("force")
-    c.boolean("cache")
+    _required(c, "force", "cache", "progress_bar", "split", "device")
+    for key in ("force", "cache", "progress_bar"):
+        c.boolean(key)
     c.choice("split", SPLITS)
     c.integer("batch_size", 1)
-    c.integer("num_workers", 0, required=False)
-    device = c.get("device")
-    if not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
+    c.integer("num_workers", 0)
+    device = c.get("device", None)
+    if device is not None and not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
         c.bad("device", device, f"expected one of {list(DEVICES)} or cuda:<index>")
     max_samples = c.integer("max_samples", 2, optional=True)
     classes = c.get("dataset.num_classes", None)
@@ -453,7 +475,7 @@ def validate_tier_config(cfg: Any) -> dict[str, Any]:
 
     plain = _resolved(cfg)
     c = _Checker(plain)
-    c.problems.extend(check_section("", plain, TIER_RUN_SETTINGS, owner="gate-tier"))
+    c.problems.extend(check_section("", plain, TIER_RUN_SETTINGS, owner="gate-tier", required=True))
     c.problems[:] = [p.removeprefix(".") for p in c.problems]  # top-level keys: no section prefix
     overrides = plain.get("overrides")
     if isinstance(overrides, list):
@@ -462,6 +484,7 @@ def validate_tier_config(cfg: Any) -> dict[str, Any]:
             c.bad("overrides", overrides, f"every item must be a gate-run override key=value (not {bad})")
     launcher = plain.get("launcher")
     if isinstance(launcher, Mapping):
-        c.problems.extend(check_section("launcher", launcher, LAUNCHER_SETTINGS, owner="gate-tier's launcher"))
+        c.problems.extend(check_section("launcher", launcher, LAUNCHER_SETTINGS, owner="gate-tier's launcher",
+                                        required=True))
     c.raise_if_any("gate-tier config")
     return plain
