@@ -127,14 +127,13 @@ def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adap
     """The DataModule for ``cfg.dataset`` as seen by ``encoder`` through ``adapter``."""
     spec = build_spec(cfg["dataset"])
     encoder.check_modality(spec.modality, spec.name)
-    data = to_plain(cfg.get("data", {})) or {}
-    caps = {"train": data.get("max_train_samples"), "val": data.get("max_val_samples"),
-            "test": data.get("max_test_samples")}
-    splits = build_splits(cfg["dataset"], seed=int(cfg.get("seed", 0)), max_samples=caps,
-                          manifest_dir=manifest_dir_of(cfg))
-    return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data.get("batch_size", 64)),
-                          eval_batch_size=data.get("eval_batch_size"), num_workers=int(data.get("num_workers", 0)),
-                          seed=int(cfg.get("seed", 0)))
+    # Every value from the composed config (conf/run.yaml states the defaults, once); validation has checked them.
+    data = to_plain(cfg["data"])
+    caps = {split: data[f"max_{split}_samples"] for split in ("train", "val", "test")}
+    splits = build_splits(cfg["dataset"], seed=int(cfg["seed"]), max_samples=caps, manifest_dir=manifest_dir_of(cfg))
+    return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data["batch_size"]),
+                          eval_batch_size=data["eval_batch_size"], num_workers=int(data["num_workers"]),
+                          seed=int(cfg["seed"]))
 
 
 def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: DatasetSpec) -> Adapter:

@@ -81,7 +81,7 @@ def run_score(cfg: DictConfig) -> ScoreResult:
     if names is not None:
         names = [names] if isinstance(names, str) else list(names)
         _wanted(names, None)  # unknown names fail before any work
-    force = bool(config.get("force", False))
+    force = bool(config["force"])
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
         return ScoreResult(exp, True, {}, {}, {}, store.path)
@@ -100,12 +100,13 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
 
     task = config["dataset"].get("task", "classification")
 
-    device = _device(str(config.get("device", "cpu")))
-    feats = cached_features(config, config["split"], config.get("max_samples"),
-                            config["paths"]["cache"] if config.get("cache", True) else None,
-                            refresh=not config.get("cache", True), batch_size=int(config.get("batch_size", 128)),
-                            num_workers=int(config.get("num_workers", 0)), device=device,
-                            progress=bool(config.get("progress_bar", True)))
+    # Every setting from the composed config (conf/score.yaml states the defaults, once; validation checked them).
+    device = _device(str(config["device"]))
+    feats = cached_features(config, config["split"], config["max_samples"],
+                            config["paths"]["cache"] if config["cache"] else None,
+                            refresh=not config["cache"], batch_size=int(config["batch_size"]),
+                            num_workers=int(config["num_workers"]), device=device,
+                            progress=bool(config["progress_bar"]))
     wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
     features = feats.features.to(device=device, dtype=torch.float64)
     labels = feats.labels.to(device)
@@ -124,7 +125,7 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
         seconds[name] = time.perf_counter() - start
 
     common = dict(experiment=exp, kind="score", encoder=config["encoder"]["name"], dataset=config["dataset"]["name"],
-                  task=task, adapter="", recipe="", seed=int(config.get("seed", 0)), split=config["split"],
+                  task=task, adapter="", recipe="", seed=int(config["seed"]), split=config["split"],
                   git=git_describe())
     run_info = dict(extract_seconds=round(feats.seconds, 4), features_from_cache=feats.from_cache,
                     num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]))

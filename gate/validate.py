@@ -239,9 +239,127 @@ def _check_dataset(c: _Checker) -> None:
         return
     from .data.spec import CLASS_TASKS
 
-    c.integer("dataset.num_classes", 2 if dataset.get("task") in CLASS_TASKS else 1)
+    classes = c.integer("dataset.num_classes", 2 if dataset.get("task") in CLASS_TASKS else 1)
+    names = dataset.get("class_names")
+    if names is not None and not isinstance(names, list):
+        c.bad("dataset.class_names", names, "expected a list of class names (or null)")
+    elif names and isinstance(classes, int) and len(names) != classes:
+        c.bad("dataset.num_classes", classes, f"dataset {dataset.get('name', '?')} names {len(names)} classes in "
+                                              f"dataset.class_names; the two must agree")
     for key in ("dataset.splits.val_fraction", "dataset.splits.test_fraction"):
         c.number(key, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _adapter_class(adapter_cfg: Any) -> type | None:
+    target = adapter_cfg.get("_target_") if isinstance(adapter_cfg, Mapping) else None
+    if not isinstance(target, str):
+        return None
+    try:
+        from hydra.utils import get_class
+
+        return get_class(target)
+    except Exception:  # noqa: BLE001 - an unknown class is reported when the adapter is built
+        return None
+
+
+def _adapters_for(task: str) -> list[str]:
+    """The packaged adapter configs (conf/adapter/<name>.yaml) whose class serves ``task``."""
+    import yaml
+    from hydra.utils import get_class
+
+    import gate.conf
+
+    names = []
+    for path in sorted((Path(gate.conf.__file__).resolve().parent / "adapter").glob("*.yaml")):
+        try:
+            target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
+            if task in getattr(get_class(target), "tasks", ()):
+                names.append(path.stem)
+        except Exception:  # noqa: BLE001 - a suggestion only
+            continue
+    return names
+
+
+def _required(c: _Checker, *keys: str) -> bool:
+    """Whether every key is present; each missing one is a problem (code reads it from the config, which states
+    its default once: no fallback in Python)."""
+    missing = [k for k in keys if c.get(k) is _MISSING]
+    c.problems.extend(f"{k} is missing from the config (its default lives in the YAML)" for k in missing)
+    return not missing
+
+
+def _check_recipe(c: _Checker) -> None:
+    if _required(c, "recipe.scheduler_interval", "recipe.scheduler_monitor", "recipe.freeze_encoder"):
+        c.choice("recipe.scheduler_interval", ("step", "epoch"))
+        monitor = c.get("recipe.scheduler_monitor")
+        if not isinstance(monitor, str) or not monitor:
+            c.bad("recipe.scheduler_monitor", monitor, "expected a logged metric name, e.g. 'train/loss'")
+        c.boolean("recipe.freeze_encoder")
+
+
+def _check_adapter(c: _Checker) -> None:
+    """The adapter section against its class's declared settings (gate/settings.py), and its task family against
+    the dataset's, before anything is built."""
+    from .settings import adapter_settings, check_section
+
+    adapter = c.get("adapter", None)
+    if not isinstance(adapter, Mapping):
+        c.problems.append("adapter is missing: expected the adapter group (e.g. adapter=linear_classifier)")
+        return
+    cls = _adapter_class(adapter)
+    if cls is None:
+        return
+    name = adapter.get("name") or cls.__name__
+    dataset = c.get("dataset", None)
+    task = dataset.get("task") if isinstance(dataset, Mapping) else None
+    tasks = getattr(cls, "tasks", frozenset())
+    if isinstance(task, str) and tasks and task not in tasks:
+        from .data.spec import TASK_TARGETS
+
+        needs = sorted({k for t in tasks for k in TASK_TARGETS.get(t, ())})
+        has = dataset.get("targets") or {}
+        fits = _adapters_for(task)
+        c.problems.append(f"adapter={name} serves {sorted(tasks)} tasks (targets of kind {needs}), but "
+                          f"dataset={dataset.get('name', '?')} is a {task!r} task (targets {dict(has) or 'default'}): "
+                          + (f"use adapter={' or adapter='.join(fits)}" if fits else "choose an adapter for it"))
+    declared = adapter_settings(cls)
+    if declared is not None:
+        settings, rules = declared
+        c.problems.extend(check_section("adapter", adapter, settings, rules, owner=f"adapter {name}"))
+
+
+def _root_declares(config_name: str) -> dict[str, Any]:
+    """What a packaged root config (``conf/<config_name>.yaml``) declares: its own keys (with their sub-keys)
+    and its config groups (as keys mapped to None). Read from the YAML itself, so the key list is stated once."""
+    import yaml
+
+    import gate.conf
+
+    doc = yaml.safe_load((Path(gate.conf.__file__).resolve().parent / f"{config_name}.yaml").read_text()) or {}
+    declared: dict[str, Any] = {k: v for k, v in doc.items() if k not in ("defaults", "hydra")}
+    for entry in doc.get("defaults") or ():
+        if isinstance(entry, Mapping):
+            group = str(next(iter(entry)))
+            if not group.startswith("override ") and "/" not in group:
+                declared.setdefault(group.split("@")[0], None)
+    return declared
+
+
+def _check_known_keys(c: _Checker, config_name: str, sections: tuple[str, ...] = ()) -> None:
+    """A top-level key (or a key of one of ``sections``) that the root config does not declare: a ``+key=value``
+    nothing reads, which would still enter the experiment id."""
+    declared = _root_declares(config_name)
+    for key in c.cfg:
+        if key not in declared:
+            c.problems.append(f"{key} is not a gate-{config_name} setting (+{key}=... adds a key nothing reads): the top "
+                              f"level has {', '.join(sorted(declared))}")
+    for section in sections:
+        known, given = declared.get(section), c.get(section, None)
+        if isinstance(known, Mapping) and isinstance(given, Mapping):
+            for key in given:
+                if key not in known:
+                    c.problems.append(f"{section}.{key} is not a gate-{config_name} setting: {section} has "
+                                      f"{', '.join(sorted(known))}")
 
 
 def validate_run_config(cfg: Any) -> dict[str, Any]:
@@ -250,19 +368,22 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     plain = _resolved(cfg)
     c = _Checker(plain)
     c.integer("seed", 0)
+    _required(c, "force", "keep_checkpoints")
     c.boolean("force")
     c.choice("keep_checkpoints", KEEP_CHECKPOINTS)
     ensembles = c.get("ensembles")
-    if ensembles is not _MISSING:
+    if ensembles is _MISSING:
+        c.problems.append("ensembles is missing: expected a list of checkpoint counts, e.g. [1, 3, 5]")
+    else:
         if not isinstance(ensembles, list) or not ensembles or not all(
                 isinstance(k, int) and not isinstance(k, bool) and k >= 1 for k in ensembles):
             c.bad("ensembles", ensembles, "expected a non-empty list of checkpoint counts >= 1, e.g. [1, 3, 5] "
                                           "([1] tests the best checkpoint alone)")
     c.integer("data.batch_size", 1)
-    c.integer("data.eval_batch_size", 1, optional=True, required=False)
-    c.integer("data.num_workers", 0, required=False)
+    c.integer("data.eval_batch_size", 1, optional=True)
+    c.integer("data.num_workers", 0)
     for split in SPLITS:
-        cap = c.integer(f"data.max_{split}_samples", 1, optional=True, required=False)
+        cap = c.integer(f"data.max_{split}_samples", 1, optional=True)
         if split != "train" and cap == 1 and c.get("dataset.task", None) == "multilabel":
             # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
             c.bad(f"data.max_{split}_samples", cap, "a multi-label split needs >= 2 examples (a class enters "
@@ -281,8 +402,8 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     _check_layout(c)
     c.number("recipe.optimizer.lr", 0.0, low_open=True, required=False)
     c.number("recipe.optimizer.weight_decay", 0.0, required=False)
-    c.number("adapter.dropout", 0.0, 1.0, high_open=True)
-    c.number("adapter.label_smoothing", 0.0, 1.0, high_open=True)
+    _check_recipe(c)
+    _check_adapter(c)
     adapter_classes = c.get("adapter.num_classes", None)
     dataset_classes = c.get("dataset.num_classes", None)
     if isinstance(adapter_classes, int) and isinstance(dataset_classes, int) and adapter_classes != dataset_classes:
@@ -297,6 +418,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     _check_modality(c)
     _check_image_size(c)
     _check_paths(c)
+    _check_known_keys(c, "run", sections=("data",))
     c.raise_if_any("gate-run config")
     return plain
 
@@ -306,13 +428,14 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     plain = _resolved(cfg)
     c = _Checker(plain)
     c.integer("seed", 0)
-    c.boolean("force")
-    c.boolean("cache")
+    _required(c, "force", "cache", "progress_bar", "split", "device")
+    for key in ("force", "cache", "progress_bar"):
+        c.boolean(key)
     c.choice("split", SPLITS)
     c.integer("batch_size", 1)
-    c.integer("num_workers", 0, required=False)
-    device = c.get("device")
-    if not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
+    c.integer("num_workers", 0)
+    device = c.get("device", None)
+    if device is not None and not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
         c.bad("device", device, f"expected one of {list(DEVICES)} or cuda:<index>")
     max_samples = c.integer("max_samples", 2, optional=True)
     classes = c.get("dataset.num_classes", None)
@@ -339,5 +462,29 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     _check_modality(c)
     _check_image_size(c)
     _check_paths(c)
+    _check_known_keys(c, "score")
     c.raise_if_any("gate-score config")
+    return plain
+
+
+def validate_tier_config(cfg: Any) -> dict[str, Any]:
+    """Check a composed ``tier_run.yaml`` (gate-tier's settings and its ``launcher:`` section, declared in
+    :mod:`gate.settings`); returns it as plain resolved data. The tier file itself is checked when it is loaded
+    (:func:`gate.tiers.spec.parse_tier`)."""
+    from .settings import LAUNCHER_SETTINGS, TIER_RUN_SETTINGS, check_section
+
+    plain = _resolved(cfg)
+    c = _Checker(plain)
+    c.problems.extend(check_section("", plain, TIER_RUN_SETTINGS, owner="gate-tier", required=True))
+    c.problems[:] = [p.removeprefix(".") for p in c.problems]  # top-level keys: no section prefix
+    overrides = plain.get("overrides")
+    if isinstance(overrides, list):
+        bad = [o for o in overrides if isinstance(o, str) and "=" not in o]
+        if bad:
+            c.bad("overrides", overrides, f"every item must be a gate-run override key=value (not {bad})")
+    launcher = plain.get("launcher")
+    if isinstance(launcher, Mapping):
+        c.problems.extend(check_section("launcher", launcher, LAUNCHER_SETTINGS, owner="gate-tier's launcher",
+                                        required=True))
+    c.raise_if_any("gate-tier config")
     return plain

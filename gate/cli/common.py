@@ -16,8 +16,56 @@ from typing import Any, NoReturn
 EXPECTED = (ValueError, TypeError, KeyError, LookupError, OSError, RuntimeError, ImportError)
 
 
+# True while HYDRA_FULL_ERROR=1 was set by :func:`hydra_entry` (so that Hydra raises its own errors to gate), not
+# by the user asking for tracebacks.
+_hydra_errors_raised = False
+
+
 def debug_enabled() -> bool:
-    return os.environ.get("GATE_DEBUG", "") not in ("", "0") or os.environ.get("HYDRA_FULL_ERROR", "") == "1"
+    return os.environ.get("GATE_DEBUG", "") not in ("", "0") or (
+        os.environ.get("HYDRA_FULL_ERROR", "") == "1" and not _hydra_errors_raised)
+
+
+def hydra_entry(cmd: str, hydra_main: Callable[[], Any]) -> Any:
+    """Call a ``@hydra.main`` function so that Hydra's own errors, raised before the entry point runs (an
+    override of a key the config does not have, an override Hydra cannot parse, an unknown config option), end
+    as one line ``<cmd>: error: ...`` (exit code 2) instead of Hydra's multi-line report (exit code 1).
+
+    Hydra raises those errors to its caller only under ``HYDRA_FULL_ERROR=1``: it is set here for the
+    composition and taken back by :func:`prepare_process`, the entry point's first call, so neither the run
+    nor the processes it starts see it."""
+    global _hydra_errors_raised
+    if debug_enabled():
+        return hydra_main()
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    _hydra_errors_raised = True
+    try:
+        return hydra_main()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # noqa: BLE001 - Hydra's composition and parse errors, as one line
+        fail(cmd, hydra_error(err))
+    finally:
+        _release_hydra_errors()
+
+
+def _release_hydra_errors() -> None:
+    global _hydra_errors_raised
+    if _hydra_errors_raised:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
+        _hydra_errors_raised = False
+
+
+def hydra_error(err: BaseException) -> str:
+    """One line for an error Hydra raised while reading the command line or composing the config."""
+    from hydra.errors import OverrideParseException
+
+    if isinstance(err, OverrideParseException):
+        where = str(err).splitlines()[0].strip() if str(err).strip() else "a syntax error"
+        return (f"Hydra cannot parse an override ({where}); a list item or value holding '=', ',', spaces or "
+                f"brackets must be quoted: the whole argument in single quotes and each such item in double "
+                f"quotes, e.g. 'overrides=[\"trainer.max_steps=10\",\"image_size=32\"]'")
+    return describe(err).split(" Config search path:")[0]  # an unknown option: the options, not Hydra's paths
 
 
 def describe(err: BaseException) -> str:
@@ -78,6 +126,7 @@ def prepare_process(cfg: Any) -> None:
     """
     import warnings
 
+    _release_hydra_errors()  # the config is composed: Hydra's errors need not be raised to gate any more
     warnings.formatwarning = _one_line_warning
     warnings.filterwarnings("ignore", category=DeprecationWarning)
     warnings.filterwarnings("ignore", message=r".*LeafSpec.*is deprecated")

@@ -5,12 +5,12 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from gate.cli.common import prepare_process, quiet_lightning, run_cli
+from gate.cli.common import hydra_entry, prepare_process, quiet_lightning, run_cli
 from gate.validate import validate_run_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)
     run_cli("gate-run", validate_run_config, cfg)  # every config problem, before the heavy imports
     from gate.training.finetune import run_finetune
@@ -35,6 +35,10 @@ def main(cfg: DictConfig) -> None:
     print(f"[gate] checkpoints:   {result.run_dir}")
     if result.logger_dir:
         print(f"[gate] logger run dir: {result.logger_dir}")
+
+
+def main() -> None:
+    hydra_entry("gate-run", _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":

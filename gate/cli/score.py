@@ -5,12 +5,12 @@ from __future__ import annotations
 import hydra
 from omegaconf import DictConfig
 
-from gate.cli.common import prepare_process, quiet_lightning, run_cli
+from gate.cli.common import hydra_entry, prepare_process, quiet_lightning, run_cli
 from gate.validate import validate_score_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="score")
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)
     run_cli("gate-score", validate_score_config, cfg)  # every config problem, before the heavy imports
     from gate.scoring import run_score
@@ -33,6 +33,10 @@ def main(cfg: DictConfig) -> None:
     print(f"[gate] results store: {result.results_path}")
     if result.features_path is not None:
         print(f"[gate] features:      {result.features_path}")
+
+
+def main() -> None:
+    hydra_entry("gate-score", _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":

@@ -14,21 +14,23 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from gate.cli.common import fail, prepare_process, run_cli
+from gate.cli.common import fail, hydra_entry, prepare_process, run_cli
 from gate.errors import ConfigError
+from gate.validate import validate_tier_config
 
 CMD = "gate-tier"
 _LIST_KEYS = {"encoder": "encoders", "encoders": "encoders", "seeds": "seeds", "seed": "seeds"}
 
 
 def normalise_args(argv: list[str]) -> list[str]:
-    """``encoder=a,b`` → ``encoders=[a,b]``, ``seeds=0,1`` → ``seeds=[0,1]``, ``tier=x.yaml`` → ``tier_file=x.yaml``;
-    an unknown tier name is refused here with the list of known ones."""
+    """``encoder=a,b`` → ``encoders=[a,b]``, ``seeds=0,1`` → ``seeds=[0,1]``, ``tier=x.yaml`` → ``tier_file=x.yaml``,
+    ``overrides=[trainer.max_steps=10]`` → ``overrides=["trainer.max_steps=10"]`` (Hydra's parser takes an ``=``
+    inside a list only quoted). A ConfigError for an empty name in a list (``encoder=a,,b``) or an unknown tier
+    name (with the list of known ones)."""
     from gate.tiers.expand import known_tiers
 
     out = []
@@ -38,16 +40,49 @@ def normalise_args(argv: list[str]) -> list[str]:
         if not sep:
             out.append(arg)
         elif key in _LIST_KEYS:
-            items = value if value.startswith("[") else "[" + ",".join(v.strip() for v in value.split(",") if v.strip()) + "]"
-            out.append(f"{_LIST_KEYS[key]}={items}")
+            if value.startswith("["):
+                out.append(f"{_LIST_KEYS[key]}={value}")
+                continue
+            items = [v.strip() for v in value.split(",")]
+            if not all(items):
+                raise ConfigError(f"{key}={value!r} has an empty name: give {_LIST_KEYS[key]} separated by single "
+                                  f"commas ({key}=a,b)")
+            out.append(f"{_LIST_KEYS[key]}=[{','.join(items)}]")
+        elif key == "overrides" and value.startswith("[") and value.endswith("]"):
+            out.append(f"overrides={quote_items(value)}")
         elif key == "tier" and (value.endswith((".yaml", ".yml")) or "/" in value):
             out.append(f"tier_file={value}")
         elif key == "tier" and not has_searchpath and value not in known_tiers():
-            fail(CMD, f"tier={value!r} is unknown: known tiers are {known_tiers()} (or give the path of a tier "
-                      f"YAML file, or add your config dir with hydra.searchpath=[file://DIR] for DIR/tier/{value}.yaml)")
+            raise ConfigError(f"tier={value!r} is unknown: known tiers are {known_tiers()} (or give the path of a "
+                              f"tier YAML file, or add your config dir with hydra.searchpath=[file://DIR] for "
+                              f"DIR/tier/{value}.yaml)")
         else:
             out.append(arg)
     return out
+
+
+def quote_items(value: str) -> str:
+    """``[a=1,b=[1,2]]`` → ``["a=1","b=[1,2]"]``: each top-level item of a list double-quoted (those already
+    quoted, or holding a double quote, are kept as they are), so that Hydra reads ``key=value`` items as strings."""
+    items, depth, current, quote = [], 0, "", ""
+    for ch in value[1:-1]:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    if current.strip():
+        items.append(current.strip())
+    quoted = [i if not i or i[0] in "'\"" or '"' in i else f'"{i}"' for i in items]
+    return "[" + ",".join(quoted) + "]"
 
 
 def visible_gpus() -> list[str]:
@@ -65,27 +100,6 @@ def visible_gpus() -> list[str]:
     return ids[:count]
 
 
-def _check(plain: dict[str, Any]) -> None:
-    problems = []
-    enc = plain.get("encoders")
-    if not isinstance(enc, list) or not enc or not all(isinstance(e, str) and e for e in enc):
-        problems.append(f"encoders={enc!r} is invalid: expected encoder names (encoder=a or encoder=a,b)")
-    seeds = plain.get("seeds")
-    if seeds is not None and (not isinstance(seeds, list) or not seeds or not all(
-            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        problems.append(f"seeds={seeds!r} is invalid: expected integers >= 0 (seeds=0,1,2) or null (the tier's)")
-    for key in ("force", "report"):
-        if not isinstance(plain.get(key), bool):
-            problems.append(f"{key}={plain.get(key)!r} is invalid: expected true or false")
-    if plain.get("score") is not None and not isinstance(plain.get("score"), bool):
-        problems.append(f"score={plain.get('score')!r} is invalid: expected true, false or null (the tier's)")
-    ovs = plain.get("overrides")
-    if not isinstance(ovs, list) or not all(isinstance(o, str) and "=" in o for o in ovs):
-        problems.append(f"overrides={ovs!r} is invalid: expected a list of gate-run overrides ([key=value,...])")
-    if problems:
-        raise ConfigError("; ".join(problems))
-
-
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="tier_run")
 def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)
@@ -95,9 +109,8 @@ def _main(cfg: DictConfig) -> None:
     from gate.tiers.expand import expand_tier, load_tier
     from gate.tiers.launchers import LaunchContext, LaunchResult, get_launcher
 
-    plain = run_cli(CMD, OmegaConf.to_container, cfg, resolve=True)
+    plain = run_cli(CMD, validate_tier_config, cfg)  # gate-tier's settings and the launcher's, before any work
     searchpath = [str(s) for s in (HydraConfig.get().searchpath or [])]
-    run_cli(CMD, _check, plain)
     tier = run_cli(CMD, load_tier, plain["tier_file"] or plain["tier"])
     launch = plain["launch"]
     launcher = run_cli(CMD, get_launcher, launch)  # refuses launch=slurm without submitit/sbatch before anything
@@ -147,8 +160,11 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:])]
-    _main()
+    try:
+        sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:])]
+    except ConfigError as err:
+        fail(CMD, str(err))
+    hydra_entry(CMD, _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":

@@ -124,7 +124,10 @@ def load_tier(name_or_path: str | Mapping[str, Any], search_dirs: Iterable[str |
             raise ConfigError(f"tier={text!r} is unknown: known tiers are {known_tiers(search_dirs)} "
                               f"(or give the path of a tier YAML file)")
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"tier file {path} is not a text file (not UTF-8): give a tier YAML file "
+                          f"(e.g. a copy of conf/tier/demo.yaml)") from None
     except yaml.YAMLError as err:
         raise ConfigError(f"tier file {path} is not valid YAML: {' '.join(str(err).split())}") from None
     return parse_tier(doc, path.stem)

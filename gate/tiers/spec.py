@@ -96,6 +96,8 @@ def parse_tier(doc: Any, source: str) -> Tier:
             or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
         problems.append(f"seeds={seeds!r} is invalid: expected a non-empty list of integers >= 0")
         seeds = [0]
+    elif len(set(seeds)) != len(seeds):
+        problems.append(f"seeds={seeds!r} is invalid: a seed is listed twice (its experiments would run twice)")
     entries: list[Entry] = []
     items = doc.get("benchmarks")
     if not isinstance(items, (list, tuple)) or not items:

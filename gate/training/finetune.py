@@ -47,7 +47,7 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     exp = experiment_id(config, "finetune")
     store = ResultsStore(config["paths"]["results"])
     run_dir = Path(config["paths"]["runs"]).expanduser().resolve() / exp
-    force = bool(config.get("force", False))
+    force = bool(config["force"])
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
     if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only here)
@@ -78,12 +78,11 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
                       optimizer=hydra.utils.instantiate(recipe["optimizer"], _convert_="all"),
                       scheduler=hydra.utils.instantiate(recipe["scheduler"], _convert_="all")
                       if recipe.get("scheduler") else None,
-                      scheduler_interval=recipe.get("scheduler_interval", "step"),
-                      scheduler_monitor=recipe.get("scheduler_monitor", "train/loss"),
-                      freeze_encoder=bool(recipe.get("freeze_encoder", False)))
+                      scheduler_interval=recipe["scheduler_interval"], scheduler_monitor=recipe["scheduler_monitor"],
+                      freeze_encoder=bool(recipe["freeze_encoder"]))  # the recipe YAML states them (validated)
 
     logger = instantiate_component(config["logger"], name=exp) if config.get("logger") else None
-    ensemble_sizes = tuple(config.get("ensembles", (1, 3, 5)))
+    ensemble_sizes = tuple(config["ensembles"])  # conf/run.yaml states the default
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
     trainer = build_trainer(config["trainer"], [checkpoints, facts, *logging], logger, run_dir)
@@ -109,7 +108,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     if not trainer.is_global_zero:
         return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
     store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
-    prune(ckpt_dir, ranked, str(config.get("keep_checkpoints", "best")))
+    prune(ckpt_dir, ranked, str(config["keep_checkpoints"]))
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
         logger.experiment.finish()

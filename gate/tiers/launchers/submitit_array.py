@@ -51,22 +51,24 @@ class GateRunJob:
 def _executor(cluster: str, ctx: LaunchContext):
     import submitit
 
+    # Every option from the composed launcher section: conf/tier_run.yaml states the defaults, gate/settings.py
+    # their types and ranges (checked before the tier expands).
     opts = dict(ctx.options)
     executor = submitit.AutoExecutor(folder=ctx.run_dir / "submitit" / "%j", cluster=cluster,
-                                     slurm_max_num_timeout=int(opts.get("max_requeues", 5)))
-    params = dict(name=f"gate-{ctx.tier}", timeout_min=int(opts.get("timeout_min", 720)),
-                  cpus_per_task=int(opts.get("cpus_per_task") or 1), stderr_to_stdout=True)
+                                     slurm_max_num_timeout=int(opts["max_requeues"]))
+    params = dict(name=f"gate-{ctx.tier}", timeout_min=int(opts["timeout_min"]), cpus_per_task=int(opts["cpus_per_task"]),
+                  stderr_to_stdout=True)
     if cluster == "slurm":
-        params.update(gpus_per_node=int(opts.get("gpus_per_node") or 0), mem_gb=float(opts.get("mem_gb") or 0) or None,
-                      slurm_array_parallelism=int(opts.get("array_parallelism") or 64),
-                      slurm_setup=list(opts.get("setup") or []),
-                      slurm_additional_parameters=dict(opts.get("additional_parameters") or {}))
+        params.update(gpus_per_node=int(opts["gpus_per_node"]),
+                      mem_gb=float(opts["mem_gb"]) if opts["mem_gb"] is not None else None,
+                      slurm_array_parallelism=int(opts["array_parallelism"]), slurm_setup=list(opts["setup"]),
+                      slurm_additional_parameters=dict(opts["additional_parameters"]))
         for key in ("partition", "qos", "account"):
-            if opts.get(key):
+            if opts[key]:
                 params[f"slurm_{key}"] = str(opts[key])
         params = {k: v for k, v in params.items() if v is not None}
     else:
-        params["gpus_per_node"] = min(int(opts.get("gpus_per_node") or 0), len(ctx.gpus))
+        params["gpus_per_node"] = min(int(opts["gpus_per_node"]), len(ctx.gpus))
     executor.update_parameters(**params)
     return executor
 
@@ -78,14 +80,14 @@ def _launch(cluster: str, experiments, ctx: LaunchContext) -> LaunchResult:
     ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
     ctx.echo(f"[gate] submitted {len(jobs)} job(s) ({cluster}: array {', '.join(ids)}); logs in "
              f"{ctx.run_dir / 'submitit'}")
-    if not ctx.options.get("wait", True):
+    if not ctx.options["wait"]:
         ctx.echo("[gate] not waiting (launcher.wait=false); rerun the same gate-tier command once they finish: "
                  "it skips what is done and writes the tier report")
         return LaunchResult(ran=False)
     result = LaunchResult(ran=True)
     waiting = dict(zip(jobs, experiments))
     start = time.monotonic()
-    poll = float(ctx.options.get("poll_seconds", 2) or 2)
+    poll = float(ctx.options["poll_seconds"])
     while waiting:
         time.sleep(poll)
         for job, exp in list(waiting.items()):
