@@ -110,10 +110,12 @@ class LinearClassifier(Adapter):
     def make_metrics(self) -> MetricCollection:
         if not self.heads:
             return accuracy_metrics(self.num_classes, self.top_k)
+        # compute_groups=False: the heads' metrics share state names (correct, total), and torchmetrics would put two
+        # whose counts happen to be equal after the first batch in one group and report one's accuracy for both.
         return MetricCollection({
             f"acc@{k}/{column}": HeadAccuracy(column, self.offsets[column], count, k)
             for column, count in self.heads.items() for k in usable_top_k(self.requested_top_k, count)
-        })
+        }, compute_groups=False)
 
     # ------------------------------------------------------------------------------------------- data
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
