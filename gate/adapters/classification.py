@@ -120,11 +120,13 @@ class LinearClassifier(Adapter):
         if not self.heads:
             return accuracy_metrics(self.num_classes, self.top_k)
         where = f"{type(self).__name__}, head {{}}"
+        # compute_groups=False: the heads' metrics share state names (correct, total), and torchmetrics would put two
+        # whose counts happen to be equal after the first batch in one group and report one's accuracy for both.
         return MetricCollection({
             f"acc@{k}/{column}": HeadAccuracy(column, self.offsets[column], count, k)
             for column, count in self.heads.items()
             for k in defined_top_k(self.requested_top_k, count, where.format(column))
-        })
+        }, compute_groups=False)
 
     # ------------------------------------------------------------------------------------------- data
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:

@@ -193,7 +193,9 @@ class RelationalReasoner(Adapter):
         metrics: dict[str, Metric] = {"acc@1": AnswerAccuracy(counts)}
         metrics.update({f"acc@1/{name}": AnswerAccuracy(counts, index) for index, name in enumerate(self.type_names)
                         if held is None or held[index]})
-        return MetricCollection(metrics)
+        # compute_groups=False: the metrics share state names (correct, total); torchmetrics would group two whose
+        # counts are equal after the first batch (e.g. two answer types absent from it) and report one for both.
+        return MetricCollection(metrics, compute_groups=False)
 
     # ------------------------------------------------------------------------------------------- data
     def example_targets(self, row) -> dict[str, torch.Tensor]:

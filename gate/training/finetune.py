@@ -90,7 +90,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     if resume is not None:
         print(f"[gate] resuming experiment {exp} from {resume}")
     trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None)
-    ranked = ranked_checkpoints(checkpoints)  # before testing: loading a checkpoint restores callback state
+    # Before testing (loading a checkpoint restores callback state). Rank 0 ranks; the others test its pick: every
+    # rank's callback saw the same reduced val metric, and the broadcast makes "the same" exact, ties included.
+    ranked = trainer.strategy.broadcast(ranked_checkpoints(checkpoints), src=0)
     best_val = checkpoints.best_model_score
     if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
