@@ -263,8 +263,10 @@ def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
 def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys):
     root = f"paths.root={tmp_path}"
     rows = list_rows(capsys, root)
+    from gate.data.stages import _plain
+
     for key in gate_data.dataset_keys():
-        source = gate_data._plain(gate_data.compose([f"dataset={key}", root]), "dataset.source") or {}
+        source = _plain(gate_data.compose([f"dataset={key}", root]), "dataset.source") or {}
         expected = "-" if not source else "verified" if source.get("schema_verified") is True else "unverified"
         assert rows[key]["schema"] == expected, key
     assert rows["digits"]["schema"] == "-"  # packaged: no source to check against

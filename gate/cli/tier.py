@@ -114,18 +114,18 @@ def _main(cfg: DictConfig) -> None:
     tier = run_cli(CMD, load_tier, plain["tier_file"] or plain["tier"])
     launch = plain["launch"]
     launcher = run_cli(CMD, get_launcher, launch)  # refuses launch=slurm without submitit/sbatch before anything
-    describe_only = launch in ("commands", "json")
-    say = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if launch == "commands" else print
+    describe_only = launcher.kind.describes_only
+    say = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if launcher.kind.output_on_stdout else print
     say(f"[gate] expanding tier {tier.name} for {', '.join(plain['encoders'])} ...", flush=True)
     plan = run_cli(CMD, expand_tier, tier, plain["encoders"], plain["paths"]["root"], seeds=plain["seeds"],
-                   overrides=plain["overrides"], searchpath=searchpath)
+                   overrides=plain["overrides"], searchpath=searchpath, unprepared_is_error=not describe_only)
     if not plain["force"]:
         run_cli(CMD, plan.mark_done, plan.store())
     for line in plan.describe():
         say(line, flush=True)
     pending = plan.experiments if plain["force"] else plan.pending
     ctx = LaunchContext(tier=tier.name, run_dir=plan.run_dir, options=plain["launcher"], force=plain["force"],
-                        out=plain["out"], gpus=visible_gpus() if launch == "local" else [],
+                        out=plain["out"], gpus=visible_gpus() if launcher.kind.pins_gpus else [],
                         interactive=sys.stdout.isatty(), echo=print)
     result = run_cli(CMD, launcher, pending, ctx) if pending or describe_only else LaunchResult(ran=True)
     if not result.ran:

@@ -136,30 +136,6 @@ def load_tier(name_or_path: str | Mapping[str, Any], search_dirs: Iterable[str |
 # ------------------------------------------------------------------------------------------ expansion
 
 
-def default_check_prepared(dataset: Mapping[str, Any]) -> str | None:
-    """Why a benchmark cannot run here without fetching it, or None. A dataset whose ``source.access`` is not
-    ``local`` and whose ``data_dir`` does not exist is not prepared. Replace it (``check_prepared=``) with the
-    data stage's own check where there is one."""
-    source = dataset.get("source") if isinstance(dataset, Mapping) else None
-    if not isinstance(source, Mapping):
-        return None
-    access = source.get("access")
-    data_dir = source.get("data_dir") or dataset.get("data_dir") or (dataset.get("builder") or {}).get("data_dir")
-    if access in (None, "local") or not data_dir or Path(str(data_dir)).expanduser().exists():
-        return None
-    return (f"dataset {dataset.get('name')!r} is not prepared here ({data_dir} does not exist); "
-            f"run gate-data prepare dataset={dataset.get('name')}")
-
-
-def _data_stage_check() -> Callable[[Mapping[str, Any]], str | None]:
-    """The data stage's check when it provides one (``gate.data.manifest.check_prepared``), else ours."""
-    try:
-        from gate.data.manifest import check_prepared  # type: ignore[attr-defined]
-    except ImportError:
-        return default_check_prepared
-    return check_prepared
-
-
 @contextlib.contextmanager
 def hydra_compose_context() -> Iterator[Any]:
     """Hydra's compose API over ``gate.conf``, usable inside a ``@hydra.main`` app (its state is restored)."""
@@ -246,16 +222,20 @@ def _override_key(override: str) -> str:
 
 def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
                 overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
-                check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None) -> Plan:
+                check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None,
+                unprepared_is_error: bool = True) -> Plan:
     """Every experiment of ``tier`` for ``encoders`` × seeds (the tier's, unless ``seeds``), with ``overrides``
     (gate-run overrides for all, after the tier's and the entry's). Raises one :class:`ConfigError` listing every
-    problem found without training."""
+    problem found without training. ``check_prepared`` (default: the data stage's
+    :func:`gate.data.stages.why_not_prepared`) says why a benchmark cannot run here; with ``unprepared_is_error``
+    false (jobs described for another machine) that is a warning, not a problem."""
     from hydra.errors import HydraException
 
     from gate.build import resolved_config
     from gate.validate import validate_run_config
 
-    check_prepared = check_prepared or _data_stage_check()
+    if check_prepared is None:
+        from gate.data.stages import why_not_prepared as check_prepared
     root = Path(root).expanduser().resolve()
     encoders = tuple(dict.fromkeys(encoders))
     seeds = tuple(seeds) if seeds is not None else tier.seeds
@@ -270,6 +250,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     experiments: list[Experiment] = []
     skipped: list[str] = []
     taken: dict[str, int] = {e: 0 for e in encoders}
+    elsewhere: list[str] = []  # not prepared here, for jobs described for another machine
     with hydra_compose_context() as gh, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # validation warnings (small image sizes) are gate-run's to print
         from hydra import compose
@@ -321,8 +302,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     if entry.dataset not in prepared_seen:
                         prepared_seen.add(entry.dataset)
                         why_not = check_prepared(config["dataset"])
-                        if why_not:
+                        if why_not and unprepared_is_error:
                             problems.append(why_not)
+                        elif why_not:
+                            elsewhere.append(why_not)
                     try:
                         validate_run_config(cfg)
                     except ConfigError as err:
@@ -336,6 +319,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                             f"({'; '.join(s.split(': ', 1)[1] for s in skipped if s.startswith(enc + ' × '))})")
     if problems:
         raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
+    for why_not in elsewhere:
+        warnings.warn(f"{why_not} (the jobs are described for another machine: prepare it there)", stacklevel=2)
     return Plan(tier, encoders, root, experiments, skipped)
 
 

@@ -1,7 +1,9 @@
 """Launchers: hand a tier's pending experiments to something that runs them. One module each, found here.
 
-A launcher is ``launch(experiments, ctx) -> LaunchResult``. ``commands`` and ``json`` only describe the jobs;
-``local`` runs them here; ``slurm`` and ``submitit_local`` submit a job array through submitit.
+A launcher is a module with ``launch(experiments, ctx) -> LaunchResult`` and a ``KIND`` (:class:`LauncherKind`)
+saying what it is: ``commands`` and ``json`` only describe the jobs for another machine; ``local`` runs them here,
+one GPU each; ``slurm`` and ``submitit_local`` submit a job array through submitit. gate-tier asks the kind, never
+the name. Adding one: its module here and its line in :data:`LAUNCHERS`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class LauncherKind:
+    describes_only: bool = False     # prints or writes the jobs for another machine: nothing runs here, no report,
+    #                                  and a benchmark not prepared here is a warning (it may be there), not an error
+    pins_gpus: bool = False          # gives each job its own visible GPU of this machine
+    output_on_stdout: bool = False   # its output is the job list on stdout (gate-tier's progress goes to stderr)
+
 
 LAUNCHERS: dict[str, str] = {
     "commands": "gate.tiers.launchers.commands:launch",
@@ -63,7 +74,20 @@ def python_command(overrides: Sequence[str], force: bool = False) -> list[str]:
     return [sys.executable, "-m", "gate.cli.run", *gate_run_args(overrides, force)]
 
 
-def get_launcher(name: str) -> Callable[..., LaunchResult]:
+@dataclasses.dataclass(frozen=True)
+class Launcher:
+    """A registered launcher: call it with ``(experiments, ctx)``; ``kind`` says what it does."""
+
+    name: str
+    kind: LauncherKind
+    launch: Callable[..., LaunchResult]
+
+    def __call__(self, experiments, ctx: LaunchContext) -> LaunchResult:
+        return self.launch(experiments, ctx)
+
+
+def get_launcher(name: str) -> Launcher:
+    """The launcher registered as ``name`` (its module's own ``check(name)`` run first: e.g. slurm needs sbatch)."""
     if name not in LAUNCHERS:
         raise ConfigError(f"launch={name!r} is unknown: choose one of {sorted(LAUNCHERS)}")
     module, _, attr = LAUNCHERS[name].partition(":")
@@ -71,7 +95,10 @@ def get_launcher(name: str) -> Callable[..., LaunchResult]:
     check = getattr(mod, "check", None)
     if check is not None:
         check(name)
-    return getattr(mod, attr)
+    kind = getattr(mod, "KIND", None)
+    if not isinstance(kind, LauncherKind):
+        raise ConfigError(f"launcher module {module} declares no KIND (gate.tiers.launchers.LauncherKind)")
+    return Launcher(name, kind, getattr(mod, attr))
 
 
 def die_with_parent() -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from gate.tiers.launchers import LaunchContext, LaunchResult, shell_command
+from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, shell_command
 
+KIND = LauncherKind(describes_only=True, output_on_stdout=True)
 
 def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     for exp in experiments:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from gate.errors import ConfigError
 from gate.files import atomic_write_text
-from gate.tiers.launchers import LaunchContext, LaunchResult, shell_command
+from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, shell_command
 
+KIND = LauncherKind(describes_only=True)
 
 def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     if not ctx.out:

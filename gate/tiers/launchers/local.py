@@ -13,7 +13,7 @@ from collections import deque
 from pathlib import Path
 
 from gate.errors import ConfigError
-from gate.tiers.launchers import LaunchContext, LaunchResult, die_with_parent, python_command
+from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, die_with_parent, python_command
 
 
 @dataclasses.dataclass
@@ -24,6 +24,8 @@ class _Job:
     log: Path
     started: float
 
+
+KIND = LauncherKind(pins_gpus=True)
 
 def _clock(seconds: float) -> str:
     seconds = int(seconds)

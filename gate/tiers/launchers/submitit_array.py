@@ -16,8 +16,9 @@ import time
 from collections.abc import Sequence
 
 from gate.errors import ConfigError
-from gate.tiers.launchers import LaunchContext, LaunchResult, die_with_parent, python_command
+from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, die_with_parent, python_command
 
+KIND = LauncherKind()
 
 def check(name: str) -> None:
     try:

@@ -1,0 +1,185 @@
+"""The data stage as library functions: what state a dataset's local copy is in, preparing it (fetch when needed,
+then its split manifest), verifying it, and whether a benchmark can run here. ``gate-data`` only composes the
+config, calls these and prints; ``gate-tier`` asks :func:`why_not_prepared` before it plans a benchmark.
+
+Every function takes the dataset section of a composed config (``cfg.dataset`` resolved to a plain mapping) or the
+composed config itself, and reports progress through ``echo`` (print-like), so nothing here writes to a terminal
+on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+Echo = Callable[..., None]
+
+
+def _plain(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    value = OmegaConf.select(cfg, key, default=default)
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+
+
+def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+    """(status, facts) of a composed dataset: prepared / on disk (fetched by gate, or the user's own copy with no
+    hashes) / incomplete download / damaged / packaged / downloadable / needs credentials / needs registration /
+    unavailable offline."""
+    from gate.build import build_spec, manifest_dir_of
+    from gate.data import hub
+    from gate.data.manifest import manifest_path, recipe_of
+
+    ds = cfg.dataset
+    source = _plain(cfg, "dataset.source") or {}
+    facts = {"key": ds.name, "family": ds.get("family", ""), "adapter": cfg.adapter.get("name", "?"),
+             "source": hub.source_label(source) if source else "packaged / generated offline",
+             "access": source.get("access", "open"), "size": source.get("size", "small"),
+             "schema": schema_status(source)}
+    if not source:
+        return "packaged (offline)", facts
+    spec = build_spec(ds)
+    recipe = recipe_of(_plain(cfg, "dataset.splits"), spec.label_column)
+    manifest = manifest_path(manifest_dir_of(cfg), spec.name, recipe)
+    state = hub.copy_state(ds.get("data_dir"))
+    if state.state == "incomplete":
+        return f"incomplete download; rerun gate-data prepare dataset={ds.name}", facts
+    if state.state == "damaged":
+        return f"damaged (a fetched file is missing or resized); rerun gate-data prepare dataset={ds.name}", facts
+    if state.usable:
+        status = "prepared" if manifest.is_file() else "on disk (no manifest yet)"
+        if state.state == "user":
+            return f"{status} (not fetched by gate: no hashes)", facts
+        return (status if state.files else f"{status} (fetched before gate recorded hashes)"), facts
+    if source.get("access") in ("registration",) or source.get("kind") == "registration":
+        return "needs registration", facts
+    if not hub.has_credentials(source):
+        return "needs credentials", facts
+    if hub.is_offline():
+        return "unavailable offline", facts
+    return "downloadable", facts
+
+
+def schema_status(source: dict[str, Any]) -> str:
+    """Whether the files and columns the loader reads rest on evidence about the real source (the source key
+    ``schema_verified``; a config without it counts as unverified)."""
+    if not source:
+        return "-"
+    return "verified" if source.get("schema_verified") is True else "unverified"
+
+
+def why_not_prepared(dataset: Mapping[str, Any]) -> str | None:
+    """Why a benchmark cannot run here without ``gate-data prepare``, or None: a dataset with a ``source`` whose
+    local copy (``data_dir``) is missing, incomplete or damaged (:func:`gate.data.hub.copy_state`). Stand-ins and
+    packaged data (no ``source``) are always ready."""
+    from gate.data import hub
+
+    source = dataset.get("source") if isinstance(dataset, Mapping) else None
+    if not isinstance(source, Mapping) or not source:
+        return None
+    name = dataset.get("name")
+    state = hub.copy_state(dataset.get("data_dir"))
+    if state.usable:
+        return None
+    if state.state == "missing":
+        return (f"dataset {name!r} is not prepared here ({dataset.get('data_dir')} is missing or empty); run "
+                f"gate-data prepare dataset={name}")
+    return (f"dataset {name!r}: its local copy at {dataset.get('data_dir')} is {state.state} ({state.why}); rerun "
+            f"gate-data prepare dataset={name}")
+
+
+def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
+    """Fetch the dataset's copy if needed (:func:`fetch_or_reuse`), then read it and write its split manifest;
+    returns the split sizes."""
+    from gate.build import build_splits, manifest_dir_of
+    from gate.data import hub
+    from gate.errors import ConfigError
+
+    source = _plain(cfg, "dataset.source") or {}
+    problems = hub.source_problems(source) if source else []
+    if problems:
+        raise ConfigError(f"dataset {cfg.dataset.name!r}: its source block is invalid: {'; '.join(problems)} "
+                          f"(the schema: gate/data/hub.py)")
+    force = bool(cfg.get("force", False))
+    data_dir = Path(str(cfg.dataset.get("data_dir") or ""))
+    if source:
+        fetch_or_reuse(cfg.dataset.name, source, data_dir, force, echo)
+    echo(f"[gate] reading {cfg.dataset.name} and writing its split manifest ...", flush=True)
+    where = manifest_dir_of(cfg)
+    splits = build_splits(cfg.dataset, seed=0, manifest_dir=where, force=force)
+    sizes = {n: len(s) for n, s in splits.items()}
+    echo(f"[gate] {cfg.dataset.name}: " + ", ".join(f"{n} {k}" for n, k in sizes.items()))
+    if source:
+        echo(f"[gate] data:      {data_dir}")
+    echo(f"[gate] manifests: {where}")
+    return sizes
+
+
+def fetch_or_reuse(key: str, source: Mapping[str, Any], data_dir: Path, force: bool, echo: Echo = print) -> None:
+    """Fetch the copy when it is missing, incomplete or damaged (resuming what is there), or when ``force`` asks
+    for it online; offline, ``force`` rebuilds the manifest from the copy on disk without downloading."""
+    from gate.data import hub
+
+    state = hub.copy_state(data_dir)
+    fetchable = source.get("kind", "hf") in ("hf", "url")
+    if state.usable and not (force and fetchable):
+        return
+    if state.usable and hub.is_offline():
+        echo(f"[gate] offline (HF_HUB_OFFLINE is set): not re-downloading {key}; rebuilding its manifest from the "
+              f"local copy at {data_dir}", flush=True)
+        return
+    what = {"incomplete": "resuming the incomplete download of", "damaged": "fetching the missing or changed files of"}
+    echo(f"[gate] {what.get(state.state, 'fetching')} {key} ({hub.source_label(source)}) into {data_dir} ...",
+          flush=True)
+    hub.fetch(key, source, data_dir)
+    record = hub.copy_state(data_dir).files
+    echo(f"[gate] recorded the sha256 of {len(record)} files "
+          f"({hub.human_size(sum(f['size'] for f in record.values()))}) in {data_dir / hub.SOURCE_FILE}", flush=True)
+
+
+def verify(cfg: DictConfig, echo: Echo = print) -> None:
+    """Re-hash the files prepare recorded (:func:`verify_hashes`), then check the split manifest against the data."""
+    import hydra
+
+    from gate.build import build_spec, manifest_dir_of, to_plain
+    from gate.data.manifest import check_manifest, manifest_path, read_manifest, recipe_of, source_fingerprint
+    from gate.errors import GateError
+
+    dataset = to_plain(cfg.dataset)
+    spec = build_spec(dataset)
+    splits_cfg = dataset.get("splits") or {}
+    recipe = recipe_of(splits_cfg, spec.label_column)
+    path = manifest_path(manifest_dir_of(cfg), spec.name, recipe)
+    if not path.is_file():
+        raise GateError(f"dataset {spec.name!r} has no split manifest at {path}; run `gate-data prepare "
+                        f"dataset={spec.name}` first")
+    if dataset.get("source"):
+        verify_hashes(spec.name, dataset.get("data_dir"), echo)
+    raw = hydra.utils.instantiate(dataset["builder"], _convert_="all")
+    columns = [c for c in (spec.label_column, recipe.get("group"), *spec.targets) if c]
+    source = source_fingerprint(raw, revision=(dataset.get("source") or {}).get("revision"), columns=columns)
+    manifest = read_manifest(path, spec.name)
+    check_manifest(manifest, raw, spec.name, path=path, source=source)
+    sizes = ", ".join(f"{n} {len(manifest[n])} (from source {manifest['from'][n]})" for n in ("train", "val", "test"))
+    echo(f"[gate] {spec.name}: manifest {path} matches the source (hash {source['hash']}); disjoint; {sizes}")
+
+
+def verify_hashes(key: str, data_dir: str | None, echo: Echo = print) -> None:
+    """Re-hash every file gate-data prepare recorded (one line naming the first missing or changed file)."""
+    from gate.data import hub
+
+    state = hub.copy_state(data_dir)
+    if state.state == "user":
+        echo(f"[gate] {key}: the local copy at {data_dir} was not fetched by gate: no hashes to check", flush=True)
+        return
+    if state.usable and not state.files:
+        echo(f"[gate] {key}: the local copy at {data_dir} was fetched before gate recorded hashes: none to check "
+              f"(`gate-data prepare dataset={key} force=true` online records them)", flush=True)
+        return
+    total = sum(f["size"] for f in state.files.values()) if state.usable else 0
+    if total:
+        echo(f"[gate] {key}: hashing {len(state.files)} files ({hub.human_size(total)}) ...", flush=True)
+    count, size = hub.verify_copy(key, data_dir)
+    echo(f"[gate] {key}: {count} files ({hub.human_size(size)}) match the sha256 gate-data prepare recorded",
+          flush=True)
