@@ -57,6 +57,13 @@ for _k in (1, 5):
     register(f"acc@{_k}", True, 0.0, 1.0, description=f"top-{_k} accuracy")
     register(f"img2txt_acc@{_k}", True, 0.0, 1.0, description=f"image-to-text retrieval top-{_k} accuracy")
     register(f"txt2img_acc@{_k}", True, 0.0, 1.0, description=f"text-to-image retrieval top-{_k} accuracy")
+_WINOGROUND = "Thrush et al., CVPR 2022 (Winoground)"
+register("winoground_text", True, 0.0, 1.0, citation=_WINOGROUND,
+         description="fraction of examples where both images score their own caption above the other caption")
+register("winoground_image", True, 0.0, 1.0, citation=_WINOGROUND,
+         description="fraction of examples where both captions score their own image above the other image")
+register("winoground_group", True, 0.0, 1.0, citation=_WINOGROUND,
+         description="fraction of examples meeting both the text and the image score")
 register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class)")
 register("auc_macro", True, 0.0, 1.0, description="area under the ROC curve, macro-averaged over classes")
 register("aps", True, 0.0, 1.0, description="average precision (one class)")

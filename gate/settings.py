@@ -207,7 +207,8 @@ ADAPTER_SETTINGS: dict[str, dict[str, Setting]] = {
         **_TEMPORAL, "num_classes": CLASSES, "label_smoothing": SMOOTHING, "top_k": TOP_K},
     "gate.adapters.temporal.TemporalRegressor": {**_TEMPORAL, "standardize": Bool()},
     "gate.adapters.contrastive.ZeroShotContrastive": {
-        "embed_dim": Int(1), "freeze_text_tower": Bool(), "text_tower": Setting("section"), "top_k": TOP_K},
+        "embed_dim": Int(1), "freeze_text_tower": Bool(), "text_tower": Setting("section"), "top_k": TOP_K,
+        "retrieval_candidates": Int(2)},
 }
 
 #: Rules across the keys of an adapter's settings.

@@ -362,6 +362,42 @@ def _check_known_keys(c: _Checker, config_name: str, sections: tuple[str, ...] =
                                       f"{', '.join(sorted(known))}")
 
 
+def _check_contrastive(c: _Checker) -> None:
+    """The zero-shot image-text adapter (gate.adapters.contrastive): acc@k is meaningful only with more than k
+    candidates, a one-row batch has nothing to contrast (its loss is 0), and a Winoground-style example's two rows
+    must share a candidate group (an even group size)."""
+    target = c.get("adapter._target_", None)
+    if not (isinstance(target, str) and target.endswith("contrastive.ZeroShotContrastive")):
+        return
+    top_k = c.get("adapter.top_k", [1, 5])
+    if not isinstance(top_k, list) or not top_k or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 1
+                                                            for k in top_k) or 1 not in top_k:
+        c.bad("adapter.top_k", top_k, "expected a list of ks >= 1 that includes 1 (val img2txt_acc@1 ranks checkpoints)")
+        top_k = [1]
+    candidates = c.integer("adapter.retrieval_candidates", 2, required=False)
+    if candidates is not None and candidates <= max(top_k):
+        c.bad("adapter.retrieval_candidates", candidates, f"acc@{max(top_k)} needs more than {max(top_k)} candidates "
+                                                          f"(every query would be a hit); GATE ranks among 64")
+    targets = c.get("dataset.targets", None)
+    pairs = isinstance(targets, Mapping) and "contrast_pair" in targets.values()
+    if pairs and isinstance(candidates, int) and candidates % 2:
+        c.bad("adapter.retrieval_candidates", candidates, f"dataset {c.get('dataset.name', '?')} holds pairs of rows "
+                                                          f"(a contrast_pair target): use an even number, e.g. 64")
+    batch = c.get("data.batch_size", None)
+    if isinstance(batch, int) and not isinstance(batch, bool) and batch == 1:
+        c.bad("data.batch_size", batch, "a contrastive batch needs >= 2 image-caption pairs (one pair has no "
+                                        "negative: its loss is 0 and nothing is learnt)")
+    for split in ("val", "test"):
+        cap = c.get(f"data.max_{split}_samples", None)
+        if isinstance(cap, int) and not isinstance(cap, bool) and cap == 1:
+            c.bad(f"data.max_{split}_samples", cap, "retrieval needs >= 2 rows (one candidate is always a hit)")
+    eval_batch = c.get("data.eval_batch_size", None) or batch
+    if isinstance(candidates, int) and isinstance(eval_batch, int) and not isinstance(eval_batch, bool) and \
+            0 < eval_batch < candidates:
+        warnings.warn(f"data.eval_batch_size={eval_batch} is smaller than adapter.retrieval_candidates={candidates}: "
+                      f"each evaluation batch holds one whole candidate group of {candidates} rows", stacklevel=3)
+
+
 def validate_run_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every
     problem found."""
@@ -415,6 +451,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     for key in ("grad_norms.enabled", "hardware.enabled", "visuals.enabled", "count_flops"):
         c.boolean(f"callbacks.{key}")
     _check_dataset(c)
+    _check_contrastive(c)
     _check_modality(c)
     _check_image_size(c)
     _check_paths(c)

@@ -199,7 +199,7 @@ def test_nycc_config_feeds_cartoon_groups_to_the_adapter(tmp_path):
     copy = tmp_path / "copy"
     FIXTURES["nycc"](copy)
     cfg = compose_run(tmp_path / "out", ["dataset=nycc", f"dataset.data_dir={copy}", "image_size=32",
-                                         "data.batch_size=8", "data.eval_batch_size=8"])
+                                         "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=6"])
     spec = build_spec(cfg.dataset)
     assert dict(spec.targets) == {"caption": "caption", "contest_number": "image_group"}
     encoder = build_encoder(cfg.encoder)
@@ -208,8 +208,8 @@ def test_nycc_config_feeds_cartoon_groups_to_the_adapter(tmp_path):
     batch = next(iter(datamodule.val_dataloader()))
     contests = torch.as_tensor(np.asarray(datamodule.splits["val"]["contest_number"]))
     target = adapter.target(batch)
-    assert target.shape == (6, 6)
-    assert torch.equal(target, contests[:, None] == contests[None, :])
+    assert target["match"].shape == (6, 6)
+    assert torch.equal(target["match"], contests[:, None] == contests[None, :])
     # identical images of a cartoon, scored by the real model: the text-to-image hits no longer tie them out
     with torch.no_grad():
         logits = adapter.predict(encoder.eval(), batch)

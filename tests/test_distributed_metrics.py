@@ -216,12 +216,13 @@ def few_shot_updates():
 
 # ----------------------------------------------------------------------------------------------- contrastive
 def contrastive_metrics():
-    # The adapter's own make_metrics (building ZeroShotContrastive needs a text tower; make_metrics reads top_k only).
+    # The adapter's own make_metrics (building ZeroShotContrastive needs a text tower; make_metrics reads these only).
     from types import SimpleNamespace
 
     from gate.adapters.contrastive import ZeroShotContrastive
 
-    return ZeroShotContrastive.make_metrics(SimpleNamespace(top_k=(1, 5)))
+    return ZeroShotContrastive.make_metrics(SimpleNamespace(top_k=(1, 5), split_rows={}, retrieval_candidates=64,
+                                                            pair_column=None))
 
 
 def contrastive_updates():
@@ -276,11 +277,7 @@ def distributed_results():
 
 
 #: Cases that fail for a known defect in code this branch may not change (strict: once fixed, drop the entry).
-KNOWN_DEFECTS = {
-    "contrastive": "ZeroShotContrastive.make_metrics keeps torchmetrics' compute groups: RetrievalAccuracy members "
-                   "share state names (hits, total), so e.g. txt2img_acc@5 is grouped with img2txt_acc@5 when their "
-                   "first batch's hits are equal; fix: MetricCollection(..., compute_groups=False)",
-}
+KNOWN_DEFECTS: dict[str, str] = {}  # case name -> why it fails today (a strict xfail: it must fail until fixed)
 PARAMS = [pytest.param(case, id=case.name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN_DEFECTS[case.name])]
                        if case.name in KNOWN_DEFECTS else []) for case in CASES]
 

@@ -19,7 +19,7 @@ from gate.results import ResultsStore
 from helpers import compose_run
 
 TINY = ["dataset=fmnist_pairs", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
-        "dataset.builder.test_size=12", "data.batch_size=8", "data.eval_batch_size=8"]
+        "dataset.builder.test_size=12", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
 METRICS = {"img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1", "txt2img_acc@5"}
 
 
@@ -52,9 +52,9 @@ def test_retrieval_metrics_on_hand_made_similarities():
     # a reversed ranking: scores grow with the distance from the diagonal, so each image's own text ranks last
     reversed_scores = torch.tensor([[(j - i) % b for j in range(b)] for i in range(b)], dtype=torch.float)
     assert metrics_of(reversed_scores, unique) == {name: 0.0 for name in METRICS}
-    # image 2 prefers text 0; text 0 prefers image 2: one miss in each direction at 1, none at 3
+    # image 2 prefers text 0; text 0 prefers image 2: one miss in each direction at 1, none at 2
     logits = torch.tensor([[2.0, 0.0, 0.0], [0.0, 2.0, 0.0], [3.0, 0.0, 1.0]])
-    got = metrics_of(logits, torch.arange(3), k=(1, 2, 3))
+    got = metrics_of(logits, torch.arange(3), k=(1, 2))
     assert got["img2txt_acc@1"] == pytest.approx(2 / 3) and got["txt2img_acc@1"] == pytest.approx(2 / 3)
     assert got["img2txt_acc@2"] == 1.0 and got["txt2img_acc@2"] == 1.0
 
@@ -71,11 +71,17 @@ def test_ties_count_against_and_duplicate_captions_all_match():
     assert metrics_of(logits, torch.arange(b), k=(1,))["img2txt_acc@1"] == pytest.approx(5 / 6)
 
 
-def test_metrics_accumulate_over_batches_including_the_last_smaller_one():
+def test_acc_at_k_among_k_or_fewer_candidates_is_undefined_not_a_hit():
+    """acc@k means something only with more than k candidates. Before, a 3-row batch counted its 3 queries as hits
+    at k=5 (8 misses + 3 free hits = 3/11); now any query ranked among k or fewer candidates makes the value NaN."""
     metric = RetrievalAccuracy(5, "img2txt")
-    metric.update(-torch.eye(8), torch.arange(8))  # 8 misses (match ranked 8th)
-    metric.update(-torch.eye(3), torch.arange(3))  # 3 hits: k=5 >= the batch size
-    assert float(metric.compute()) == pytest.approx(3 / 11)
+    metric.update(-torch.eye(8), torch.arange(8))  # 8 misses (match ranked 8th of 8)
+    assert float(metric.compute()) == 0.0
+    metric.update(-torch.eye(3), torch.arange(3))  # 3 candidates: acc@5 is undefined for these queries
+    assert math.isnan(float(metric.compute()))
+    at_1 = RetrievalAccuracy(1, "img2txt")
+    at_1.update(-torch.eye(3), torch.arange(3))  # acc@1 among 3 is defined: 0 hits
+    assert float(at_1.compute()) == 0.0
 
 
 def test_clip_loss_is_symmetric_and_lower_for_matching_pairs():
@@ -131,7 +137,9 @@ def test_forward_backward_on_a_real_batch(built):
     assert batch["image"].shape == (8, 3, 32, 32) and batch["caption_input_ids"].shape[0] == 8
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)
-    assert predictions.shape == (8, 8) and target.shape == (8, 8) and target.dtype == torch.bool  # the match matrix
+    match = target["match"]
+    assert predictions.shape == (8, 8) and match.shape == (8, 8) and match.dtype == torch.bool  # the match matrix
+    assert target["queries"].tolist() == list(range(8)) and not target["group"].any()  # training: one group
     loss = adapter.loss(predictions, target)
     loss.backward()
     assert torch.isfinite(loss)
@@ -148,7 +156,7 @@ def test_forward_backward_on_a_real_batch(built):
 def test_ensemble_of_identical_predictions_equals_the_single_one(built):
     _, _, _, adapter, _ = built
     torch.manual_seed(1)
-    logits, target = torch.randn(5, 5), torch.arange(5)
+    logits, target = torch.randn(8, 8), torch.arange(8)
     combined = adapter.combine([logits, logits.clone()])
     assert torch.allclose(combined, logits)
     single, both = adapter.make_metrics(), adapter.make_metrics()
@@ -187,7 +195,7 @@ def test_gate_run_end_to_end(tmp_path):
     cmd = [sys.executable, "-m", "gate.cli.run", "dataset=fmnist_pairs", "image_size=32", "trainer.max_steps=4",
            "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
            f"paths.root={tmp_path}", "dataset.builder.train_size=32", "dataset.builder.val_size=16",
-           "dataset.builder.test_size=16", "data.batch_size=8", "data.eval_batch_size=8"]
+           "dataset.builder.test_size=16", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records(kind="finetune")

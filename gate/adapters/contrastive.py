@@ -40,24 +40,53 @@ the text side, but for the image side it would let a cartoon's captions drift ap
 rule for both sides and for repeated captions. The metrics count a hit when any correct candidate ranks within
 the top k.
 
-Metrics ``img2txt_acc@{1,5}`` and ``txt2img_acc@{1,5}`` are ranked WITHIN each evaluation batch, as GATE does:
-each image is ranked against the captions of its own batch (of ``data.eval_batch_size``), so the numbers
-depend on the eval batch size, and the last, smaller batch of a split counts too (its examples face fewer
-distractors, and a top-k with k >= its size is a hit). Ties with a wrong caption count against the match
-(a collapsed model that scores everything equally gets no hits); ties among correct candidates do not.
-Checkpoint ensembles average the per-batch logits (each checkpoint's temperature included).
+**Candidates.** Retrieval is ranked within **candidate groups** of ``retrieval_candidates`` rows (64, GATE's
+evaluation batch), not within whatever evaluation batch fits the device: an evaluation split is cut, in its fixed
+order, into consecutive groups of exactly ``C = retrieval_candidates`` rows, and each image is ranked against the
+captions of its own group (each caption against its group's images). The number of candidates is part of the metric
+(the same embeddings give acc@1 0.919 / 0.827 / 0.712 among 64 / 256 / 1024), so it is an adapter setting (in the
+experiment id) and ``data.eval_batch_size`` only says how many whole groups share a forward pass
+(``max(1, eval_batch_size // C)`` of them: evaluation batches are multiples of ``C``, never a group cut in two).
+The rows left over at the end of a split (``r = n mod C``) are ranked in a last group made of the split's **last C
+rows**: its first ``C - r`` rows, already ranked in the group before, are candidates again but not queries again.
+So every query is ranked among exactly ``C`` candidates and every row is a query once, whatever the batch size;
+a split of fewer than ``C`` rows is one group of all its rows (a warning says so). Groups are whole batches, and
+batches go whole to data-parallel ranks (round-robin, :mod:`gate.data.distributed`), so groups stay whole there too.
+Training batches are unchanged: the loss of a training batch is CLIP's over the whole batch.
+
+Metrics: ``img2txt_acc@k`` / ``txt2img_acc@k`` (k in ``top_k``, default 1 and 5): the fraction of queries with a
+correct candidate among the top k of their group; ties with a wrong candidate count against the match (a collapsed
+model that scores everything equally gets no hits); ties among correct candidates do not. ``acc@k`` means something
+only with **more than k candidates** (with k or fewer every query is a hit): the config check refuses
+``retrieval_candidates <= max(top_k)``, a test split of k rows or fewer leaves ``acc@k`` out (one warning), and a
+validation value ranked among k or fewer candidates computes NaN, never a number. A split of one row (a loss of 0,
+nothing to rank) is refused. The evaluation loss is the same symmetric loss within each query's group, averaged over
+the queries, so it does not depend on the batch size either.
+
+**Winoground** (a dataset declaring a target of kind ``contrast_pair``: the two rows of one example, two images and
+two captions with the same words in another order): besides in-batch retrieval, the standard scores of Thrush et
+al. (CVPR 2022) from each example's 2 x 2 similarities ``s(image, caption)``: ``winoground_text`` (both images score
+their own caption above the other caption), ``winoground_image`` (both captions score their own image above the
+other image) and ``winoground_group`` (both), each the fraction of examples, strict ``>`` (a tie fails).
+
+Checkpoint ensembles average the per-batch logits (each checkpoint's temperature included). The metric states are
+sums with ``dist_reduce_fx="sum"``, so they reduce exactly across data-parallel ranks, and the collection has no
+compute groups (torchmetrics would merge metrics whose states happen to be equal after the first batch, e.g. every
+acc@k at 1.0, and from then on update only one of them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
+from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric, MetricCollection
 
 from ..encoders.base import GATEEncoder
@@ -66,6 +95,10 @@ from .base import Adapter
 INIT_TEMPERATURE = 0.07
 MAX_LOGIT_SCALE = 100.0
 DIRECTIONS = ("img2txt", "txt2img")
+#: GATE's evaluation batch for the zero-shot image-text tier (gate/tiers/configs/zero_shot_learning.py:
+#: BATCH_SIZE = 64, given to get_model_selection as train and eval batch size).
+DEFAULT_RETRIEVAL_CANDIDATES = 64
+WINOGROUND_SCORES = ("text", "image", "group")
 
 
 def caption_hash(text: str) -> int:
@@ -89,34 +122,150 @@ def match_matrix(caption_ids: torch.Tensor, image_groups: torch.Tensor | None = 
     return (same_image.to(torch.float32) @ same_caption.to(torch.float32)) > 0
 
 
-def positives(target: torch.Tensor) -> torch.Tensor:
-    """(B, B) bool, images x texts: which texts are correct for which images. ``target`` is a match matrix
-    (:func:`match_matrix`) or a (B,) group index per example (same index, same caption: :func:`match_groups`)."""
+# ------------------------------------------------------------------------------------------ candidate groups
+def candidate_groups(n: int, size: int) -> list[tuple[int, int, int]]:
+    """The candidate groups of an evaluation split of ``n`` rows, as ``(start, stop, first_query)`` row ranges:
+    consecutive groups of ``size`` rows; the ``n mod size`` rows left at the end are ranked in a last group made
+    of the split's last ``size`` rows, whose rows before ``first_query`` (ranked already) are candidates only.
+    A split of fewer than ``size`` rows is one group."""
+    if n < 1 or size < 1:
+        raise ValueError(f"candidate groups need n >= 1 and size >= 1, got n={n}, size={size}")
+    if n <= size:
+        return [(0, n, 0)]
+    full = n // size
+    groups = [(g * size, (g + 1) * size, g * size) for g in range(full)]
+    if n > full * size:
+        groups.append((n - size, n, full * size))
+    return groups
+
+
+class CandidateGroupSplit(Dataset):
+    """An evaluation split served by candidate groups (:func:`candidate_groups`): item ``p`` is a row of ``data``
+    with ``candidate_group`` (which group it is a candidate in), ``query`` (whether it is ranked as a query there)
+    and ``row`` (its index in the split). A row of the last group that was ranked in the group before appears
+    twice: once as a query, once as a candidate only."""
+
+    def __init__(self, data: Dataset, size: int) -> None:
+        self.data, self.size = data, int(size)
+        self.groups = candidate_groups(len(data), self.size)
+        self.entries = [(row, g, row >= first) for g, (start, stop, first) in enumerate(self.groups)
+                        for row in range(start, stop)]
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __getitem__(self, position: int) -> dict[str, torch.Tensor]:
+        row, group, query = self.entries[int(position)]
+        item = dict(self.data[row])
+        item.update(candidate_group=torch.tensor(group, dtype=torch.long), query=torch.tensor(query),
+                    row=torch.tensor(row, dtype=torch.long))
+        return item
+
+    def batches(self, groups_per_batch: int) -> list[list[int]]:
+        """Batches of whole groups, ``groups_per_batch`` consecutive groups each (the last batch may hold fewer)."""
+        per, out, position = max(1, int(groups_per_batch)), [], 0
+        sizes = [stop - start for start, stop, _ in self.groups]
+        for first in range(0, len(sizes), per):
+            count = sum(sizes[first:first + per])
+            out.append(list(range(position, position + count)))
+            position += count
+        return out
+
+
+def evaluation_loader(data: Dataset, candidates: int, batch_size: int, num_workers: int = 0) -> DataLoader:
+    """An evaluation split served in candidate groups of ``candidates`` rows (:class:`CandidateGroupSplit`),
+    ``max(1, batch_size // candidates)`` whole groups per batch, in the split's order."""
+    grouped = CandidateGroupSplit(data, candidates)
+    return DataLoader(grouped, batch_sampler=grouped.batches(batch_size // int(candidates)), num_workers=num_workers,
+                      persistent_workers=num_workers > 0)
+
+
+# ---------------------------------------------------------------------------------------------- targets
+def retrieval_target(batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """A batch's target: ``queries`` (the indices of the rows ranked as queries; first, so that the target's length
+    is the number of scored rows), ``match`` ((B, B) bool, :func:`match_matrix`), ``group`` ((B,) the candidate
+    group of each row: a row's candidates are the rows of its group) and, for Winoground-style data, ``pair`` ((B,)
+    the example id of each row). A batch without group columns (training) is one group of queries."""
+    match = match_matrix(batch["caption_id"], batch.get("image_group"))
+    n = match.shape[0]
+    query = batch.get("query")
+    group = batch.get("candidate_group")
+    target = {"queries": torch.arange(n, device=match.device) if query is None else torch.nonzero(query).flatten(),
+              "match": match,
+              "group": torch.zeros(n, dtype=torch.long, device=match.device) if group is None else group}
+    if batch.get("pair_id") is not None:
+        target["pair"] = batch["pair_id"]
+    return target
+
+
+def positives(target) -> torch.Tensor:
+    """(B, B) bool, images x texts: which texts are correct for which images. ``target`` is a batch target
+    (:func:`retrieval_target`), a match matrix (:func:`match_matrix`) or a (B,) group index per example (same
+    index, same caption: :func:`match_groups`)."""
+    if isinstance(target, Mapping):
+        return target["match"].to(torch.bool)
     if target.ndim == 2:
         return target.to(torch.bool)
     return target[:, None] == target[None, :]
 
 
-def clip_loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+def candidates(target) -> torch.Tensor | None:
+    """(B, B) bool: which rows are each row's candidates (its candidate group), or None (the whole batch)."""
+    if isinstance(target, Mapping) and "group" in target:
+        group = target["group"]
+        return group[:, None] == group[None, :]
+    return None
+
+
+def query_rows(target, n: int, device) -> torch.Tensor:
+    """The indices of the rows ranked as queries (every row unless the target says otherwise)."""
+    if isinstance(target, Mapping) and "queries" in target:
+        return target["queries"]
+    return torch.arange(n, device=device)
+
+
+def _soft_cross_entropy(scores: torch.Tensor, positive: torch.Tensor, candidate: torch.Tensor | None) -> torch.Tensor:
+    """(Q,) cross-entropy of each row of ``scores`` against a target spread uniformly over its ``positive``
+    entries, the softmax taken over its ``candidate`` entries only."""
+    if candidate is not None:
+        scores = scores.masked_fill(~candidate, float("-inf"))
+        positive = positive & candidate
+    log_p = scores.log_softmax(dim=1).masked_fill(~positive, 0.0)  # 0 where the target is 0 (no 0 * -inf)
+    weight = positive.to(scores.dtype)
+    return -(weight * log_p).sum(dim=1) / weight.sum(dim=1)
+
+
+def clip_loss(logits: torch.Tensor, target) -> torch.Tensor:
     """Symmetric CLIP loss of (B, B) image x text logits; every correct candidate of a query is a target (uniform
-    weight over them), which is CLIP's ``arange`` target when each image has exactly its own caption."""
-    match = positives(target).to(logits.dtype)
-    image_to_text = match / match.sum(dim=1, keepdim=True)
-    text_to_image = match.t() / match.t().sum(dim=1, keepdim=True)
-    return (F.cross_entropy(logits, image_to_text) + F.cross_entropy(logits.t(), text_to_image)) / 2
+    weight over them), which is CLIP's ``arange`` target when each image has exactly its own caption. With a batch
+    target (:func:`retrieval_target`) each query is scored within its candidate group and only query rows count."""
+    match = positives(target)
+    allowed = candidates(target)
+    rows = query_rows(target, logits.shape[0], logits.device)
+    image_to_text = _soft_cross_entropy(logits, match, allowed)[rows]
+    text_to_image = _soft_cross_entropy(logits.t(), match.t(), None if allowed is None else allowed.t())[rows]
+    return (image_to_text.mean() + text_to_image.mean()) / 2
 
 
-def retrieval_hits(scores: torch.Tensor, match: torch.Tensor, k: int) -> torch.Tensor:
+# ---------------------------------------------------------------------------------------------- metrics
+def retrieval_hits(scores: torch.Tensor, match: torch.Tensor, k: int,
+                   candidate: torch.Tensor | None = None) -> torch.Tensor:
     """(Q,) bool: for each query row of ``scores`` (queries x candidates), whether a correct candidate
-    (``match``, queries x candidates, bool) ranks within the top ``k`` of its batch. The best-scored correct
-    candidate counts; a wrong candidate that scores at least as high (a tie included) ranks above it."""
+    (``match``, queries x candidates, bool) ranks within the top ``k`` of its candidates (``candidate``, bool; all
+    of the row when None). The best-scored correct candidate counts; a wrong candidate that scores at least as
+    high (a tie included) ranks above it."""
+    if candidate is not None:
+        match = match & candidate
     best = scores.masked_fill(~match, float("-inf")).max(dim=1, keepdim=True).values
-    above = ((scores >= best) & ~match).sum(dim=1)
+    wrong = ~match if candidate is None else candidate & ~match
+    above = ((scores >= best) & wrong).sum(dim=1)
     return above < k
 
 
 class RetrievalAccuracy(Metric):
-    """Top-k retrieval accuracy within each batch, for one direction of (B, B) image x text logits."""
+    """Top-k retrieval accuracy of one direction of (B, B) image x text logits, each query ranked among its
+    candidate group (the whole batch for a plain match-matrix target). ``compute`` is NaN when any query was
+    ranked among k or fewer candidates (a hit by construction: undefined, never a number)."""
 
     full_state_update = False
     higher_is_better = True
@@ -127,24 +276,93 @@ class RetrievalAccuracy(Metric):
             raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
         self.k = int(k)
         self.direction = direction
+        # counts (exact in float32 up to 2**24 queries)
         self.add_state("hits", default=torch.tensor(0.0), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("undefined", default=torch.tensor(0.0), dist_reduce_fx="sum")
 
-    def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
-        match = positives(target)
-        scores, match = (logits, match) if self.direction == "img2txt" else (logits.t(), match.t())
-        hits = retrieval_hits(scores, match, self.k)
+    def update(self, logits: torch.Tensor, target) -> None:
+        match, allowed = positives(target), candidates(target)
+        if self.direction == "txt2img":
+            logits, match, allowed = logits.t(), match.t(), None if allowed is None else allowed.t()
+        rows = query_rows(target, logits.shape[0], logits.device)
+        hits = retrieval_hits(logits, match, self.k, allowed)[rows]
+        count = (torch.full((logits.shape[0],), logits.shape[1], device=logits.device) if allowed is None
+                 else allowed.sum(dim=1))[rows]
         self.hits += hits.sum()
         self.total += hits.numel()
+        self.undefined += (count <= self.k).sum()
 
     def compute(self) -> torch.Tensor:
+        if self.undefined > 0:
+            return torch.full_like(self.hits, float("nan"))
         return self.hits / self.total.clamp_min(1.0)
 
 
+def winoground_examples(target: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The two query rows ``(a, b)`` of each Winoground example in a batch target, paired by ``pair`` id. Every
+    example must have exactly its two rows among the batch's queries (the adapter serves them so)."""
+    rows = query_rows(target, len(target["pair"]), target["pair"].device)
+    ids = target["pair"][rows]
+    ids, order = torch.sort(ids, stable=True)
+    rows = rows[order]
+    complete = len(ids) % 2 == 0 and bool((ids[0::2] == ids[1::2]).all()) and bool((ids[1:-1:2] != ids[2::2]).all())
+    if not complete:
+        raise ValueError("a Winoground example does not have exactly its two rows among the queries of one batch "
+                         "(its rows must be adjacent in the split, and retrieval_candidates even)")
+    return rows[0::2], rows[1::2]
+
+
+class WinogroundScore(Metric):
+    """Winoground's text, image or group score (Thrush et al., CVPR 2022) from the (B, B) image x caption logits
+    of a batch whose target pairs the two rows of each example (``pair``): the fraction of examples where, with
+    ``s(i, c)`` the similarity of image i and caption c of the example (rows a and b),
+
+    * text: ``s(a, a) > s(a, b)`` and ``s(b, b) > s(b, a)`` (each image prefers its own caption);
+    * image: ``s(a, a) > s(b, a)`` and ``s(b, b) > s(a, b)`` (each caption prefers its own image);
+    * group: both.
+    """
+
+    full_state_update = False
+    higher_is_better = True
+
+    def __init__(self, score: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if score not in WINOGROUND_SCORES:
+            raise ValueError(f"score must be one of {WINOGROUND_SCORES}, got {score!r}")
+        self.score = score
+        self.add_state("correct", default=torch.tensor(0.0), dist_reduce_fx="sum")
+        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
+
+    def update(self, logits: torch.Tensor, target: Mapping[str, torch.Tensor]) -> None:
+        a, b = winoground_examples(target)
+        aa, bb, ab, ba = logits[a, a], logits[b, b], logits[a, b], logits[b, a]  # ab: image a, caption b
+        text = (aa > ab) & (bb > ba)
+        image = (aa > ba) & (bb > ab)
+        correct = {"text": text, "image": image, "group": text & image}[self.score]
+        self.correct += correct.sum()
+        self.total += correct.numel()
+
+    def compute(self) -> torch.Tensor:
+        if self.total == 0:
+            return torch.full_like(self.total, float("nan"))
+        return self.correct / self.total
+
+
+# ---------------------------------------------------------------------------------------------- adapter
 def image_group_column(spec) -> str | None:
     """The dataset's column of target kind ``image_group`` (rows showing the same image), or None."""
+    return _column_of_kind(spec, "image_group")
+
+
+def contrast_pair_column(spec) -> str | None:
+    """The dataset's column of target kind ``contrast_pair`` (a Winoground example's id), or None."""
+    return _column_of_kind(spec, "contrast_pair")
+
+
+def _column_of_kind(spec, kind: str) -> str | None:
     targets = dict(getattr(spec, "targets", None) or {})
-    return next((column for column, kind in targets.items() if kind == "image_group"), None)
+    return next((column for column, k in targets.items() if k == kind), None)
 
 
 def _drop_text_tower(module, state_dict, prefix, local_metadata) -> None:
@@ -163,8 +381,10 @@ class ZeroShotContrastive(Adapter):
     text_tower: a text encoder (built by Hydra from the nested config); its ``features`` are projected.
     embed_dim: width of the shared embedding space.
     freeze_text_tower: freeze the tower's body (its projection always trains).
+    top_k: the k of the recorded ``acc@k`` (1 must be among them: it ranks checkpoints).
+    retrieval_candidates: how many rows each query is ranked among in evaluation (more than ``max(top_k)``).
     caption column: the dataset's target of kind ``caption``; image groups: its target of kind ``image_group``,
-    if it declares one (rows showing the same image).
+    if it declares one (rows showing the same image); Winoground examples: its target of kind ``contrast_pair``.
     """
 
     tasks = frozenset({"zero_shot"})
@@ -172,15 +392,31 @@ class ZeroShotContrastive(Adapter):
     monitor = "img2txt_acc@1"
     # Captions name left/right relations: a horizontal flip would make them wrong.
     augment_inputs = False
+    # Evaluation batches hold the split's rows in order (a repeated row at the end of a split: see ``row``), so the
+    # validation picture can show each row's raw caption (gate.training.visuals).
+    eval_rows_in_order = True
 
     def __init__(self, feature_dim: int, text_tower: GATEEncoder, spec=None, embed_dim: int = 256,
-                 freeze_text_tower: bool = True, top_k: Sequence[int] = (1, 5)) -> None:
+                 freeze_text_tower: bool = True, top_k: Sequence[int] = (1, 5),
+                 retrieval_candidates: int = DEFAULT_RETRIEVAL_CANDIDATES) -> None:
         super().__init__()
         if not isinstance(text_tower, GATEEncoder) or not text_tower.accepts("text"):
             raise ValueError(f"ZeroShotContrastive needs a text tower (a gate encoder that takes text), got "
                              f"{type(text_tower).__name__}")
+        self.top_k = tuple(sorted({int(k) for k in top_k}))
+        if not self.top_k or self.top_k[0] < 1 or 1 not in self.top_k:
+            raise ValueError(f"adapter.top_k={list(top_k)} is invalid: expected ks >= 1 including 1 (val "
+                             f"{self.monitor} ranks checkpoints)")
+        self.retrieval_candidates = int(retrieval_candidates)
+        if self.retrieval_candidates <= max(self.top_k):
+            raise ValueError(f"adapter.retrieval_candidates={retrieval_candidates} is invalid: acc@{max(self.top_k)} "
+                             f"needs more than {max(self.top_k)} candidates (GATE ranks among "
+                             f"{DEFAULT_RETRIEVAL_CANDIDATES})")
         self.caption_column = spec.column("caption") if spec is not None else "caption"
         self.group_column = image_group_column(spec)
+        self.pair_column = contrast_pair_column(spec)
+        #: split name -> its number of rows, filled by :meth:`check_split` (the test split decides which acc@k exist)
+        self.split_rows: dict[str, int] = {}
         self.text_tower = text_tower
         self.freeze_text_tower = bool(freeze_text_tower)
         if self.freeze_text_tower:
@@ -188,7 +424,6 @@ class ZeroShotContrastive(Adapter):
         self.image_projection = nn.Linear(feature_dim, embed_dim)
         self.text_projection = nn.Linear(text_tower.feature_dim, embed_dim)
         self.logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / INIT_TEMPERATURE)))
-        self.top_k = tuple(int(k) for k in top_k)
         self._tokenize = text_tower.transform("text", train=False)
         if self.freeze_text_tower:
             # A frozen body is rebuilt from its packaged weights by the config: checkpoints leave it out (it
@@ -220,16 +455,24 @@ class ZeroShotContrastive(Adapter):
         text = self.embed_text(batch)
         return self.scale() * image @ text.t()
 
-    def target(self, batch) -> torch.Tensor:
-        """The batch's (B, B) match matrix (:func:`match_matrix`)."""
-        return match_matrix(batch["caption_id"], batch.get("image_group"))
+    def target(self, batch) -> dict[str, torch.Tensor]:
+        """The batch's target (:func:`retrieval_target`): query rows, match matrix, candidate groups (and
+        Winoground pairs)."""
+        return retrieval_target(batch)
 
     def loss(self, predictions, target) -> torch.Tensor:
         return clip_loss(predictions.float(), target)
 
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({f"{direction}_acc@{k}": RetrievalAccuracy(k, direction)
-                                 for direction in DIRECTIONS for k in self.top_k})
+        test_rows = self.split_rows.get("test")
+        ranked = self.retrieval_candidates if test_rows is None else min(test_rows, self.retrieval_candidates)
+        metrics: dict[str, Metric] = {f"{direction}_acc@{k}": RetrievalAccuracy(k, direction)
+                                      for direction in DIRECTIONS for k in self.top_k if k < ranked}
+        if self.pair_column is not None:
+            metrics.update({f"winoground_{score}": WinogroundScore(score) for score in WINOGROUND_SCORES})
+        # No compute groups: torchmetrics merges metrics whose states are equal after the first update (every
+        # acc@k at 1.0, or at 0.0) and then updates only the first of them.
+        return MetricCollection(metrics, compute_groups=False)
 
     # ------------------------------------------------------------------------------------------- data
     def example_targets(self, row) -> dict[str, torch.Tensor]:
@@ -239,14 +482,25 @@ class ZeroShotContrastive(Adapter):
                "caption_id": torch.tensor(caption_hash(caption), dtype=torch.long)}
         if self.group_column is not None:  # any id type (a contest number, a file name) as a stable 63-bit hash
             out["image_group"] = torch.tensor(caption_hash(str(row[self.group_column])), dtype=torch.long)
+        if self.pair_column is not None:
+            out["pair_id"] = torch.tensor(caption_hash(str(row[self.pair_column])), dtype=torch.long)
         return out
 
     def target_columns(self, spec) -> list[str]:
-        group = image_group_column(spec)
-        return [spec.column("caption"), *([group] if group else [])]
+        extra = [c for c in (image_group_column(spec), contrast_pair_column(spec)) if c]
+        return [spec.column("caption"), *extra]
 
     def stratify_labels(self, spec, split):
         return None
+
+    def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
+                   split: str = "train") -> DataLoader:
+        """Training: plain shuffled batches. Evaluation: the split's candidate groups in order
+        (:class:`CandidateGroupSplit`), ``max(1, batch_size // retrieval_candidates)`` whole groups per batch."""
+        if shuffle:
+            return super().dataloader(data, shuffle=True, batch_size=batch_size, seed=seed, num_workers=num_workers,
+                                      split=split)
+        return evaluation_loader(data, self.retrieval_candidates, batch_size, num_workers)
 
     def check_split(self, spec, name: str, split) -> None:
         column = spec.column("caption")
@@ -257,3 +511,35 @@ class ZeroShotContrastive(Adapter):
             if not isinstance(caption, str) or not caption.strip():
                 raise ValueError(f"dataset {spec.name!r}: split {name!r} example {index} has an empty caption "
                                  f"({column}={caption!r}); every image needs a text to match")
+        n = len(captions)
+        if n < 2:
+            raise ValueError(f"dataset {spec.name!r}: split {name!r} has {n} row: retrieval needs at least 2 (one "
+                             f"candidate is always a hit and its loss is 0); use a larger split or cap")
+        self.split_rows[name] = n
+        if name == "train":
+            return
+        pair = contrast_pair_column(spec)
+        if pair is not None:
+            self._check_pairs(spec, name, split[pair])
+        if n < self.retrieval_candidates:
+            warnings.warn(f"dataset {spec.name!r}: split {name!r} has {n} rows, fewer than adapter.retrieval_candidates"
+                          f"={self.retrieval_candidates}: its queries are ranked among all {n}", stacklevel=2)
+        short = [k for k in self.top_k if k >= n]
+        if short and name == "test":
+            warnings.warn(f"dataset {spec.name!r}: the test split has {n} rows, so acc@{short} (which need more than k "
+                          f"candidates) are not recorded", stacklevel=2)
+
+    def _check_pairs(self, spec, name: str, ids) -> None:
+        """Winoground: the two rows of an example are adjacent (rows 2e and 2e+1), so both sit in one candidate
+        group and one batch (with an even ``retrieval_candidates``)."""
+        if self.retrieval_candidates % 2:
+            raise ValueError(f"adapter.retrieval_candidates={self.retrieval_candidates} is invalid for dataset "
+                             f"{spec.name!r}: its examples are pairs of rows, so it must be even (e.g. 64)")
+        ids = list(ids)
+        bad = next((i for i in range(0, len(ids), 2)
+                    if i + 1 >= len(ids) or ids[i] != ids[i + 1] or (i + 2 < len(ids) and ids[i + 2] == ids[i])), None)
+        if bad is not None:
+            raise ValueError(f"dataset {spec.name!r}: split {name!r} row {bad} (id {ids[bad]!r}) is not one of two "
+                             f"adjacent rows of its example; Winoground's scores need both rows of every example in "
+                             f"order (a data.max_{name}_samples cap below the split's size shuffles rows: leave it "
+                             f"null)")

@@ -23,6 +23,8 @@ TARGET_KINDS = {
     "volume": "the id of the 3-D volume a 2-D slice belongs to (its masks are scored per volume)",
     "caption": "a text describing the input",
     "image_group": "the id of the image a row shows, where several rows show one image (their texts all match it)",
+    "contrast_pair": "the id of a Winoground-style example: its two rows (two images, two captions with the same words in "
+                     "another order) are each right only for its own image; scored by the text, image and group scores",
     "answer": "an integer answer id within its answer type",
     "answer_type": "an integer answer-type id in [0, len(answer_types))",
     "clip_label": "an integer class id of a whole clip",

@@ -8,7 +8,7 @@ switch):
 * ``few_shot``: the episode's query images with predicted / true class;
 * ``multilabel``: images with the top predicted classes (probability) and the true ones;
 * ``segmentation``: image, true mask and predicted mask side by side (ignored pixels in black);
-* ``zero_shot``: each image with its top retrieved captions from the batch (the right one marked);
+* ``zero_shot``: each image with its top retrieved captions among its candidates (the right ones marked);
 * ``relational``: image, question, predicted and true answer;
 * ``temporal_classification`` / ``temporal_regression``: a clip's frames with predicted / true label or value.
 
@@ -238,19 +238,35 @@ def segmentation(v: VisualBatch) -> Figure:
 
 @renderer("zero_shot")
 def zero_shot(v: VisualBatch) -> Figure:
+    """Each shown image with its top 3 captions among its own candidates (the retrieval adapter's candidate group),
+    marked right by the adapter's target: a caption is right when the match matrix says so, i.e. the row's own
+    caption, the same caption text, or a caption of the same image (an ``image_group``, e.g. an NYCC cartoon)."""
+    from ..adapters.contrastive import candidates as candidate_mask
+    from ..adapters.contrastive import retrieval_target
+
     logits = v.predictions.float()  # (B images, B captions)
-    n = min(v.max_examples, logits.shape[0])
-    captions = (v.raw(v.column("caption", "caption"), logits.shape[1]) if v.raw is not None else None) or \
-        [f"caption #{j}" for j in range(logits.shape[1])]
-    ids = v.batch.get("caption_id")
-    fig, axes = _grid(n, cols=4, size=2.2, extra_height=1.3)
-    for i, ax in enumerate(axes[:n]):
-        _show(ax, v.images()[i])
-        top = logits[i].topk(min(3, logits.shape[1])).indices.tolist()
-        same = [bool(ids[j] == ids[i]) if ids is not None else j == i for j in top]
-        lines = [f"{'✓' if s else '✗'} {_wrap(captions[j], 30)}" for j, s in zip(top, same)]
-        ax.set_title("\n".join(lines), fontsize=6, color=RIGHT if same[0] else WRONG)
-    fig.suptitle(f"image-to-text retrieval among the batch's {logits.shape[1]} captions: top 3", fontsize=9)
+    target = retrieval_target(v.batch)
+    match, allowed = target["match"].cpu(), candidate_mask(target).cpu()
+    shown = [int(i) for i in target["queries"].cpu()][: v.max_examples]  # rows ranked as queries (no repeats)
+    rows = v.batch.get("row")  # the split row of each batch position (a row repeated as a candidate is shown once)
+    rows = [int(r) for r in rows] if rows is not None else list(range(logits.shape[1]))
+    raw = v.raw(v.column("caption", "caption"), max(rows) + 1) if v.raw is not None else None
+
+    def caption(j: int) -> str:
+        return str(raw[rows[j]]) if raw is not None and rows[j] < len(raw) else f"caption #{rows[j]}"
+
+    fig, axes = _grid(len(shown), cols=4, size=2.2, extra_height=1.3)
+    images = v.images()
+    for ax, i in zip(axes, shown):
+        _show(ax, images[i])
+        scores = logits[i].masked_fill(~allowed[i], float("-inf"))
+        top = scores.topk(min(3, int(allowed[i].sum()))).indices.tolist()
+        right = [bool(match[i, j]) for j in top]
+        lines = [f"{'✓' if r else '✗'} {_wrap(caption(j), 30)}" for j, r in zip(top, right)]
+        ax.set_title("\n".join(lines), fontsize=6, color=RIGHT if right[0] else WRONG)
+    counts = sorted({int(allowed[i].sum()) for i in shown})
+    fig.suptitle(f"image-to-text retrieval among each image's {'/'.join(map(str, counts))} candidate captions: top 3",
+                 fontsize=9)
     return fig
 
 
@@ -353,7 +369,7 @@ def _sequential_rows(adapter) -> bool:
     example i of the first batch), so raw columns can be read for the shown examples."""
     from ..adapters.base import Adapter
 
-    return type(adapter).dataloader is Adapter.dataloader
+    return type(adapter).dataloader is Adapter.dataloader or bool(getattr(adapter, "eval_rows_in_order", False))
 
 
 class VisualLogger(L.Callback):
