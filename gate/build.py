@@ -22,6 +22,7 @@ from .data.spec import DatasetSpec
 from .data.splits import make_splits, split_options
 from .encoders.base import GATEEncoder
 from .errors import GateError
+from .families import family
 
 META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
 
@@ -110,9 +111,9 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     cfg = to_plain(dataset_cfg)
     spec = build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
-    single_label = spec.task in ("classification", "temporal_classification")
+    closed = family(spec.task).closed_label_set  # the train split must then hold every declared class
     return make_splits(raw, seed=seed, max_samples=dict(max_samples or {}),
-                       num_classes=spec.num_classes if single_label else None, name=spec.name,
+                       num_classes=spec.num_classes if closed else None, name=spec.name,
                        label_column=spec.label_column, manifest_dir=manifest_dir, hash_columns=list(spec.targets),
                        force=force, **split_options(cfg))
 

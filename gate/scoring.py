@@ -28,6 +28,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from .build import resolved_config
+from .families import families, family
 from .results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 
 
@@ -73,10 +74,11 @@ def run_score(cfg: DictConfig) -> ScoreResult:
     ident = identity(config, "score")
     exp = experiment_id(config, "score")
     store = ResultsStore(config["paths"]["results"])
-    task = config["dataset"].get("task", "classification")
-    if task != "classification":
-        raise ValueError(f"gate-score scores classification datasets; dataset {config['dataset']['name']!r} is a "
-                         f"{task!r} task")
+    task = config["dataset"]["task"]
+    if not family(task).transferability:
+        scored = sorted(n for n, f in families().items() if f.transferability)
+        raise ValueError(f"gate-score scores datasets of the task families {scored}; dataset "
+                         f"{config['dataset']['name']!r} is a {task!r} task")
     names = config.get("metrics")
     if names is not None:
         names = [names] if isinstance(names, str) else list(names)
@@ -98,7 +100,7 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     from .features import cached_features  # heavy (encoders, datasets): only when there is work to do
     from .transferability import SCORES
 
-    task = config["dataset"].get("task", "classification")
+    task = config["dataset"]["task"]
 
     # Every setting from the composed config (conf/score.yaml states the defaults, once; validation checked them).
     device = _device(str(config["device"]))

@@ -232,14 +232,40 @@ def _check_modality(c: _Checker) -> None:
                       f"{stems}")
 
 
+def _family_of(c: _Checker):
+    """The registered task family of ``dataset.task`` (after importing the adapter class, whose module registers a
+    family of a user's own), or None when there is none (:func:`_check_dataset` reports it)."""
+    from .families import family
+
+    task = c.get("dataset.task", None)
+    if not isinstance(task, str):
+        return None
+    _adapter_class(c.get("adapter", None))
+    try:
+        return family(task)
+    except ValueError:
+        return None
+
+
 def _check_dataset(c: _Checker) -> None:
     dataset = c.get("dataset", None)
     if not isinstance(dataset, Mapping):
         c.problems.append("dataset is missing: expected the dataset group (e.g. dataset=fashion_mnist)")
         return
-    from .data.spec import CLASS_TASKS
+    from .families import family_names
 
-    classes = c.integer("dataset.num_classes", 2 if dataset.get("task") in CLASS_TASKS else 1)
+    fam = _family_of(c)
+    if fam is None:
+        c.bad("dataset.task", dataset.get("task"), f"expected a registered task family: one of {list(family_names())}")
+    else:
+        for key in ("dataset.metrics", "dataset.tier_metric"):
+            value = c.get(key, None)
+            names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            foreign = [m for m in names if not (isinstance(m, str) and fam.records(m))]
+            if foreign:
+                c.bad(key, value, f"a {fam.name} task records {list(fam.metrics)} (with qualifiers such as "
+                                  f"acc@1/<type>); {foreign} would never be recorded")
+    classes = c.integer("dataset.num_classes", 2 if fam is None or fam.has_classes else 1)
     names = dataset.get("class_names")
     if names is not None and not isinstance(names, list):
         c.bad("dataset.class_names", names, "expected a list of class names (or null)")
@@ -263,17 +289,23 @@ def _adapter_class(adapter_cfg: Any) -> type | None:
 
 
 def _adapters_for(task: str) -> list[str]:
-    """The packaged adapter configs (conf/adapter/<name>.yaml) whose class serves ``task``."""
+    """The family's default adapter config, then the other packaged adapter configs (conf/adapter/<name>.yaml)
+    whose class serves ``task``."""
     import yaml
     from hydra.utils import get_class
 
     import gate.conf
 
-    names = []
+    from .families import family
+
+    try:
+        names = [family(task).default_adapter]
+    except ValueError:  # an unknown task is reported by _check_dataset
+        return []
     for path in sorted((Path(gate.conf.__file__).resolve().parent / "adapter").glob("*.yaml")):
         try:
             target = (yaml.safe_load(path.read_text()) or {}).get("_target_")
-            if task in getattr(get_class(target), "tasks", ()):
+            if task in getattr(get_class(target), "tasks", ()) and path.stem not in names:
                 names.append(path.stem)
         except Exception:  # noqa: BLE001 - a suggestion only
             continue
@@ -314,9 +346,9 @@ def _check_adapter(c: _Checker) -> None:
     task = dataset.get("task") if isinstance(dataset, Mapping) else None
     tasks = getattr(cls, "tasks", frozenset())
     if isinstance(task, str) and tasks and task not in tasks:
-        from .data.spec import TASK_TARGETS
+        from .families import family
 
-        needs = sorted({k for t in tasks for k in TASK_TARGETS.get(t, ())})
+        needs = sorted({k for t in tasks for k in family(t).targets})
         has = dataset.get("targets") or {}
         fits = _adapters_for(task)
         c.problems.append(f"adapter={name} serves {sorted(tasks)} tasks (targets of kind {needs}), but "
@@ -420,10 +452,10 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     c.integer("data.num_workers", 0)
     for split in SPLITS:
         cap = c.integer(f"data.max_{split}_samples", 1, optional=True)
-        if split != "train" and cap == 1 and c.get("dataset.task", None) == "multilabel":
-            # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
-            c.bad(f"data.max_{split}_samples", cap, "a multi-label split needs >= 2 examples (a class enters "
-                                                    "auc_macro only with a positive and a negative example)")
+        fam = _family_of(c)
+        if split != "train" and isinstance(cap, int) and fam is not None and cap < fam.min_eval_examples:
+            c.bad(f"data.max_{split}_samples", cap, f"a {fam.name} split needs >= {fam.min_eval_examples} examples "
+                                                    f"({fam.min_eval_reason or 'its metrics are undefined on fewer'})")
     max_steps = c.integer("trainer.max_steps", 1)
     every = c.get("trainer.val_check_interval")
     if isinstance(every, bool) or not isinstance(every, (int, float)) or every <= 0 or \

@@ -85,9 +85,12 @@ def test_recipe_learning_rates_follow_the_paper(tmp_path):
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_specs(tmp_path, name):
     spec = build_spec(compose_run(tmp_path, [f"dataset={name}"]).dataset)
-    from gate.data.spec import CLASS_TASKS
+    from gate.families import family
 
-    assert spec.num_classes >= (2 if spec.task in CLASS_TASKS else 1) and spec.tier_metric in spec.metrics
+    fam = family(spec.task)
+    assert spec.num_classes >= (2 if fam.has_classes else 1) and spec.tier_metric in spec.metrics
+    assert all(fam.records(m) for m in spec.metrics), (spec.metrics, fam.metrics)
+    assert fam.targets <= set(spec.targets.values()) <= fam.target_kinds
 
 
 @pytest.mark.parametrize("name", options("logger"))

@@ -193,7 +193,7 @@ def test_gate_run_refuses_a_multilabel_eval_cap_of_one_before_building_anything(
     from gate.errors import ConfigError
     from gate.validate import validate_run_config
 
-    with pytest.raises(ConfigError, match=r"data.max_test_samples=1 is invalid: a multi-label split needs >= 2"):
+    with pytest.raises(ConfigError, match=r"data.max_test_samples=1 is invalid: a multilabel split needs >= 2"):
         validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=1"]))
     validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=2"]))
     validate_run_config(compose_run(tmp_path, ["dataset=digits", "data.max_test_samples=1"]))  # classification: fine

@@ -44,6 +44,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchmetrics import Metric, MetricCollection
 
+from ..families import TaskFamily, register_family
 from .base import Adapter
 
 
@@ -303,3 +304,8 @@ class ProtoNet(Adapter):
             seeds = eval_seeds(self.val_episodes if split == "val" else self.test_episodes, self.eval_seed, split)
         return DataLoader(EpisodeDataset(data, sampler), batch_size=None, sampler=seeds, num_workers=num_workers,
                           persistent_workers=num_workers > 0)
+
+
+register_family(TaskFamily(
+    name="few_shot", targets=frozenset({"class"}), default_targets={"label": "class"}, default_adapter="protonet",
+    metrics=("loss", "acc@1"), summary_label="Few-Shot Img Class", renderer="episode_grid"))

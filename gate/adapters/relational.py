@@ -42,6 +42,7 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 
+from ..families import TaskFamily, register_family
 from .base import Adapter
 
 WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
@@ -251,3 +252,9 @@ class RelationalReasoner(Adapter):
 
 def column_value(column: str, value: Any) -> str:
     return f"{column}={int(value)}"
+
+
+register_family(TaskFamily(
+    name="relational", targets=frozenset({"answer", "answer_type"}), has_classes=False,
+    default_adapter="relational", metrics=("loss", "acc@1"), summary_label="Img Relational",
+    renderer="question_answer"))

@@ -40,6 +40,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection
 
+from ..families import TaskFamily, register_family
 from .base import Adapter
 from .classification import accuracy_metrics, defined_top_k
 
@@ -284,3 +285,12 @@ class TemporalRegressor(TemporalAdapter):
             std = float(values.std())
             self.target_mean.fill_(float(values.mean()))
             self.target_std.fill_(std if std > 0 else 1.0)
+
+
+register_family(TaskFamily(
+    name="temporal_classification", targets=frozenset({"clip_label"}), default_adapter="temporal_classifier",
+    metrics=("loss", "acc@1", "acc@5"), summary_label="Video Class", renderer="clip_label", closed_label_set=True))
+register_family(TaskFamily(
+    name="temporal_regression", targets=frozenset({"clip_value"}), has_classes=False,
+    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse"), summary_label="Video Reg",
+    renderer="clip_value"))

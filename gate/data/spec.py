@@ -12,9 +12,6 @@ from typing import Any
 
 import numpy as np
 
-TASKS = ("classification", "multilabel", "segmentation", "few_shot", "zero_shot", "relational",
-         "temporal_classification", "temporal_regression")
-
 # What a target column can hold (one example):
 TARGET_KINDS = {
     "class": "an integer class id in [0, num_classes)",
@@ -30,20 +27,8 @@ TARGET_KINDS = {
     "clip_label": "an integer class id of a whole clip",
     "clip_value": "a real value of a whole clip",
 }
-# The target kinds each task family expects (a dataset may declare more, e.g. a volume id).
-TASK_TARGETS = {
-    "classification": {"class"},
-    "multilabel": {"multi_hot"},
-    "segmentation": {"mask"},
-    "few_shot": {"class"},
-    "zero_shot": {"caption"},
-    "relational": {"answer", "answer_type"},
-    "temporal_classification": {"clip_label"},
-    "temporal_regression": {"clip_value"},
-}
-# Tasks whose targets are classes (num_classes >= 2); the others (captions, regression) declare num_classes: 1.
-CLASS_TASKS = ("classification", "multilabel", "few_shot", "segmentation", "temporal_classification")
-DEFAULT_TARGETS = {"classification": {"label": "class"}, "few_shot": {"label": "class"}}
+# What each task family reads (its target kinds, whether it has classes, its default targets) is declared by the
+# family's own entry in the registry (gate.families, next to its adapter), not here.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,21 +59,31 @@ class DatasetSpec:
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.task not in TASKS:
-            raise ValueError(f"dataset {self.name!r}: task {self.task!r} is not one of {TASKS}")
-        if self.num_classes < 2 and self.task in CLASS_TASKS:
+        from ..families import family as family_of
+
+        try:
+            fam = family_of(self.task)
+        except ValueError as err:
+            raise ValueError(f"dataset {self.name!r}: {err}") from None
+        if self.num_classes < 2 and fam.has_classes:
             raise ValueError(f"dataset {self.name!r} declares {self.num_classes} classes; a {self.task} "
                              f"task needs at least 2")
         if not self.input_column:
             object.__setattr__(self, "input_column", self.modality)
-        targets = dict(self.targets) or dict(DEFAULT_TARGETS.get(self.task, {}))
+        if not self.family:
+            object.__setattr__(self, "family", fam.summary_label)
+        targets = dict(self.targets) or dict(fam.default_targets)
         unknown = {c: k for c, k in targets.items() if k not in TARGET_KINDS}
         if unknown:
             raise ValueError(f"dataset {self.name!r}: unknown target kind(s) {unknown}; known: {sorted(TARGET_KINDS)}")
-        missing = TASK_TARGETS[self.task] - set(targets.values())
+        missing = fam.targets - set(targets.values())
         if missing:
             raise ValueError(f"dataset {self.name!r}: a {self.task} task needs target(s) of kind {sorted(missing)}; "
                              f"declare them under targets: (column: kind)")
+        foreign = {c: k for c, k in targets.items() if k not in fam.target_kinds}
+        if foreign:
+            raise ValueError(f"dataset {self.name!r}: a {self.task} task reads no target(s) {foreign}; its kinds are "
+                             f"{sorted(fam.target_kinds)}")
         object.__setattr__(self, "targets", targets)
         object.__setattr__(self, "heads", self._checked_heads())
         object.__setattr__(self, "options", dict(self.options))

@@ -1,7 +1,7 @@
 """After a tier's last job: its transferability scores (optional), cost, encoder-vs-encoder table and report.
 
 Everything is computed from the results store, restricted to the tier's experiments: the tier's fine-tuning
-records (complete sets only) and the score records of its classification datasets, copied to
+records (complete sets only) and the score records of its datasets that take transferability scores, copied to
 ``<out>/records.jsonl`` so ``gate-analysis results=<out>/records.jsonl`` reproduces the report.
 
 Cost comes from each experiment's run facts (``facts`` of its records): ``wall_seconds``, ``cpu_seconds``,
@@ -44,15 +44,17 @@ class TierSummary:
 
 def score_tier(plan, *, overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
                echo: Callable[..., None] = print) -> tuple[set[str], list[str]]:
-    """gate-score (the library stage) for every encoder × classification dataset the tier ran; returns the
-    score experiment ids and the failures (one line each). Already stored scores are not recomputed."""
+    """gate-score (the library stage) for every encoder × dataset the tier ran whose task family takes
+    transferability scores (:attr:`gate.families.TaskFamily.transferability`); returns the score experiment ids
+    and the failures (one line each). Already stored scores are not recomputed."""
     from gate.build import resolved_config
+    from gate.families import family
     from gate.scoring import run_score
     from gate.tiers.expand import hydra_compose_context, searchpath_override
 
     pairs = {}
     for exp in plan.experiments:
-        if exp.config["dataset"].get("task") == "classification" and exp.seed == plan.experiments[0].seed:
+        if family(exp.config["dataset"]["task"]).transferability and exp.seed == plan.experiments[0].seed:
             pairs.setdefault((exp.encoder, exp.dataset), exp)
     ids, failures = set(), []
     with hydra_compose_context(), warnings.catch_warnings():

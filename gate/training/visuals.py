@@ -1,23 +1,24 @@
 """Task visualisations at every validation: what the model predicts on a few validation examples.
 
-A renderer per task family (:data:`RENDERERS`, keyed by ``DatasetSpec.task``) draws the first validation
-batch's first examples into a matplotlib :class:`~matplotlib.figure.Figure` (no pyplot state, no backend
-switch):
+Renderers (:data:`RENDERERS`, by renderer name) draw the first validation batch's first examples into a
+matplotlib :class:`~matplotlib.figure.Figure` (no pyplot state, no backend switch). Each task family names its
+renderer in its registry entry (:attr:`gate.families.TaskFamily.renderer`; None: no figure):
 
-* ``classification``: an image grid titled predicted / true class (green when right, red when wrong);
-* ``few_shot``: the episode's query images with predicted / true class;
-* ``multilabel``: images with the top predicted classes (probability) and the true ones;
-* ``segmentation``: image, true mask and predicted mask side by side (ignored pixels in black);
-* ``zero_shot``: each image with its top retrieved captions among its candidates (the right ones marked);
-* ``relational``: image, question, predicted and true answer;
-* ``temporal_classification`` / ``temporal_regression``: a clip's frames with predicted / true label or value.
+* ``class_grid`` (classification): an image grid titled predicted / true class (green when right, red when wrong);
+* ``episode_grid`` (few-shot): the episode's query images with predicted / true class;
+* ``multilabel_grid``: images with the top predicted classes (probability) and the true ones;
+* ``mask_triptych`` (segmentation): image, true mask and predicted mask side by side (ignored pixels in black);
+* ``retrieval`` (zero-shot): each image with its top retrieved captions among its candidates (the right ones marked);
+* ``question_answer`` (relational): image, question, predicted and true answer;
+* ``clip_label`` / ``clip_value`` (video): a clip's frames with predicted / true label or value.
 
 The predictions are the validation step's own (a forward hook on the model for the first batch): no extra
 forward, nothing that could change a recorded number. With a W&B logger the figure is logged as a
 ``wandb.Image`` (key ``media/val_<task>``); otherwise (``logger=csv`` or no logger) it is saved as
 ``<run dir>/media/<step>/val_<task>.png``. Inputs are shown un-normalised with the encoder's mean and std.
 
-Add a task family's renderer with ``@renderer("my_task")`` on a function ``(VisualBatch) -> Figure``.
+Add a renderer with ``@renderer("my_figure")`` on a function ``(VisualBatch) -> Figure`` and name it in the
+family's entry (``renderer="my_figure"``).
 """
 
 from __future__ import annotations
@@ -74,20 +75,36 @@ class VisualBatch:
 RENDERERS: dict[str, Callable[[VisualBatch], Figure]] = {}
 
 
-def renderer(*tasks: str):
-    """Register a renderer for task families ``tasks``."""
+def renderer(*names: str):
+    """Register a renderer under ``names`` (a task family names the one it uses: ``TaskFamily.renderer``)."""
     def register(fn: Callable[[VisualBatch], Figure]) -> Callable[[VisualBatch], Figure]:
-        for task in tasks:
-            RENDERERS[task] = fn
+        for name in names:
+            RENDERERS[name] = fn
         return fn
 
     return register
 
 
+def renderer_of(task: str) -> Callable[[VisualBatch], Figure] | None:
+    """The renderer task family ``task`` names, or None when it names none; a ValueError when it names one that
+    is not registered (a typo must not silently drop every figure)."""
+    from ..families import family
+
+    name = family(task).renderer
+    if name is None:
+        return None
+    if name not in RENDERERS:
+        raise ValueError(f"task family {task!r} names renderer {name!r}, which is not registered; known: "
+                         f"{sorted(RENDERERS)}")
+    return RENDERERS[name]
+
+
 def render(task: str, visual: VisualBatch) -> Figure:
-    if task not in RENDERERS:
-        raise ValueError(f"no visualisation for task {task!r}; known: {sorted(RENDERERS)}")
-    return RENDERERS[task](visual)
+    """The validation figure of task family ``task``."""
+    draw = renderer_of(task)
+    if draw is None:
+        raise ValueError(f"task family {task!r} has no visualisation (its renderer is None)")
+    return draw(visual)
 
 
 # ------------------------------------------------------------------------------------------- helpers
@@ -155,7 +172,7 @@ def _wrap(text: str, width: int = 28) -> str:
 
 
 # ------------------------------------------------------------------------------------------ renderers
-@renderer("classification")
+@renderer("class_grid")
 def classification(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions))
     # Several heads (spec.heads): the primary head's logits come first and its labels sit under its column.
@@ -166,7 +183,7 @@ def classification(v: VisualBatch) -> Figure:
                           [p == t for p, t in zip(predicted, true)], "classification: predicted vs true")
 
 
-@renderer("few_shot")
+@renderer("episode_grid")
 def few_shot(v: VisualBatch) -> Figure:
     n_support = len(v.batch["support_label"])
     classes = v.batch["classes"].tolist()
@@ -183,7 +200,7 @@ def few_shot(v: VisualBatch) -> Figure:
                           f"few-shot episode: {len(classes)} ways, {n_support} support images; queries")
 
 
-@renderer("multilabel")
+@renderer("multilabel_grid")
 def multilabel(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions))
     probs = v.predictions[:n].float().sigmoid()
@@ -213,7 +230,7 @@ def _mask_image(mask: torch.Tensor, num_classes: int, ignore_index: int | None) 
     return rgb
 
 
-@renderer("segmentation")
+@renderer("mask_triptych")
 def segmentation(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions), 4)
     num_classes = int(getattr(v.spec, "num_classes", 0) or v.predictions.shape[1])
@@ -236,7 +253,7 @@ def segmentation(v: VisualBatch) -> Figure:
     return fig
 
 
-@renderer("zero_shot")
+@renderer("retrieval")
 def zero_shot(v: VisualBatch) -> Figure:
     """Each shown image with its top 3 captions among its own candidates (the retrieval adapter's candidate group),
     marked right by the adapter's target: a caption is right when the match matrix says so, i.e. the row's own
@@ -280,7 +297,7 @@ def _answer_names(spec) -> list[tuple[str, list[str]]]:
     return out
 
 
-@renderer("relational")
+@renderer("question_answer")
 def relational(v: VisualBatch) -> Figure:
     types = _answer_names(v.spec)
     counts = [len(names) for _, names in types]
@@ -327,7 +344,7 @@ def _clip_targets(v: VisualBatch, kind: str, default: str) -> torch.Tensor:
     return v.batch[v.column(kind, default)]
 
 
-@renderer("temporal_classification")
+@renderer("clip_label")
 def temporal_classification(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions), 4)
     predicted = v.predictions[:n].argmax(-1).tolist()
@@ -336,7 +353,7 @@ def temporal_classification(v: VisualBatch) -> Figure:
                                     predicted[i] == int(true[i])), "video: frames, predicted vs true class")
 
 
-@renderer("temporal_regression")
+@renderer("clip_value")
 def temporal_regression(v: VisualBatch) -> Figure:
     n = min(v.max_examples, len(v.predictions), 4)
     predicted = v.predictions[:n].float().reshape(n, -1)[:, 0].tolist()
@@ -433,7 +450,7 @@ class VisualLogger(L.Callback):
         datamodule = getattr(trainer, "datamodule", None)
         spec = getattr(datamodule, "spec", None)
         task = getattr(spec, "task", None)
-        if task not in RENDERERS:
+        if task is None or renderer_of(task) is None:
             return
         raw = None
         if datamodule is not None and _sequential_rows(pl_module.adapter) and "val" in getattr(datamodule, "splits", {}):

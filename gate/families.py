@@ -1,0 +1,185 @@
+"""The task-family registry: everything gate knows about a task family, in one entry next to its adapter.
+
+A task family (``dataset.task`` in a dataset config) is declared once, by :func:`register_family` in the module
+of the adapter that serves it (``gate/adapters/classification.py`` declares ``classification``, ...): the target
+kinds it reads, whether its targets are classes, the metrics it records, its summary label, its renderer, and
+whether transferability scores apply. Every other module asks this registry (:func:`family`) instead of keeping
+a table or an if-chain on task names, so adding a family takes its adapter module, its YAML files and a stand-in
+(``tests/test_task_family_registry.py`` registers a toy family from the test directory and fine-tunes it).
+
+Why the declarations live in the adapter modules and not here: a family is meaningless without the adapter that
+reads its targets, and one file per family is the point. The adapter modules import torch, so this module does
+not import them at import time: the packaged ones (every public module of :mod:`gate.adapters`, found with
+``pkgutil``, so no list of them is kept either) are imported on the first lookup of a name not yet registered.
+Importing ``gate.families`` stays cheap (no torch); a family of your own is registered by importing its module
+(gate-run's validation imports the adapter class of ``adapter._target_`` before it checks the dataset).
+
+Metric directions are not restated: each metric name a family records must be registered in :mod:`gate.metrics`,
+and :meth:`TaskFamily.directions` reads them from there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Mapping
+
+__all__ = ["TaskFamily", "register_family", "family", "families", "family_names", "unregister_family"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFamily:
+    """One task family.
+
+    name: the ``dataset.task`` value.
+    targets: the target kinds (``gate.data.spec.TARGET_KINDS``) a dataset of this family must declare.
+    optional_targets: kinds it may declare too (a volume id, an image group); any other kind is refused.
+    has_classes: whether its targets are classes (``num_classes >= 2``); otherwise datasets declare 1.
+    default_targets: the targets of a dataset that declares none (``{"label": "class"}``).
+    default_adapter: the adapter config (``conf/adapter/<name>.yaml``) that serves it unless a dataset says
+        otherwise (named in error messages and by ``gate-data list``).
+    metrics: the base metric names its adapters record (``acc@1``, ``miou``; qualified names such as
+        ``acc@1/<answer type>`` count under their base), each registered in :mod:`gate.metrics`.
+    summary_label: the label of its benchmarks in tier summaries when a dataset config gives no ``family:``.
+    renderer: the name of its validation figure in ``gate.training.visuals.RENDERERS`` (None: no figure).
+    transferability: whether gate-score's transferability scores apply (one class label per example, the same
+        classes in every split); gate-tier scores only such datasets.
+    closed_label_set: whether its train split must hold exactly ``num_classes`` classes (single-label tasks whose
+        splits share one label set; not few-shot, whose splits hold disjoint classes).
+    min_eval_examples: the fewest examples a val/test split cap may leave, with ``min_eval_reason`` (why).
+    new_target_kinds: target kinds this family brings, ``{kind: what one example holds}``; registering the family
+        adds them to ``gate.data.spec.TARGET_KINDS`` (a kind already known with another meaning is refused).
+    """
+
+    name: str
+    targets: frozenset[str]
+    default_adapter: str
+    metrics: tuple[str, ...]
+    summary_label: str
+    optional_targets: frozenset[str] = frozenset()
+    has_classes: bool = True
+    default_targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    renderer: str | None = None
+    transferability: bool = False
+    closed_label_set: bool = False
+    min_eval_examples: int = 1
+    min_eval_reason: str = ""
+    new_target_kinds: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        from . import metrics
+        from .data.spec import TARGET_KINDS
+
+        if not self.name or not self.name.isidentifier():
+            raise ValueError(f"task family name {self.name!r} must be a non-empty identifier")
+        object.__setattr__(self, "targets", frozenset(self.targets))
+        object.__setattr__(self, "optional_targets", frozenset(self.optional_targets))
+        object.__setattr__(self, "metrics", tuple(self.metrics))
+        object.__setattr__(self, "default_targets", dict(self.default_targets))
+        object.__setattr__(self, "new_target_kinds", dict(self.new_target_kinds))
+        clash = {k: d for k, d in self.new_target_kinds.items() if k in TARGET_KINDS and TARGET_KINDS[k] != d}
+        if clash:
+            raise ValueError(f"task family {self.name!r}: target kind(s) {sorted(clash)} already mean something else "
+                             f"({ {k: TARGET_KINDS[k] for k in clash} }); name new kinds differently")
+        known = set(TARGET_KINDS) | set(self.new_target_kinds)
+        unknown = sorted((self.targets | self.optional_targets | set(self.default_targets.values())) - known)
+        if unknown:
+            raise ValueError(f"task family {self.name!r}: unknown target kind(s) {unknown}; known: {sorted(known)} "
+                             f"(declare a kind of its own in new_target_kinds)")
+        if not self.targets:
+            raise ValueError(f"task family {self.name!r} declares no target kinds")
+        if self.default_targets and not self.targets <= set(self.default_targets.values()):
+            raise ValueError(f"task family {self.name!r}: default_targets {self.default_targets} lack kind(s) "
+                             f"{sorted(self.targets - set(self.default_targets.values()))}")
+        if not self.metrics:
+            raise ValueError(f"task family {self.name!r} declares no metrics")
+        missing = [m for m in self.metrics if m not in metrics.METRICS]
+        if missing:
+            raise ValueError(f"task family {self.name!r}: metric(s) {missing} are not in gate.metrics; register them "
+                             f"with gate.metrics.register(name, higher_is_better) first")
+        if int(self.min_eval_examples) < 1:
+            raise ValueError(f"task family {self.name!r}: min_eval_examples must be >= 1")
+
+    @property
+    def target_kinds(self) -> frozenset[str]:
+        """Every kind a dataset of this family may declare (required and optional)."""
+        return self.targets | self.optional_targets
+
+    def directions(self) -> dict[str, bool]:
+        """``{metric: higher_is_better}`` of the metrics it records, read from :mod:`gate.metrics`."""
+        from . import metrics
+
+        return {m: metrics.higher_is_better(m) for m in self.metrics}
+
+    def records(self, metric: str) -> bool:
+        """Whether a recorded or declared metric name (``acc@1``, ``acc@1/count``, ``val/miou``) is one of its
+        metrics (qualifiers stripped as :func:`gate.metrics.lookup` strips them)."""
+        from . import metrics
+
+        info = metrics.lookup(metric)
+        return info is not None and info.name in self.metrics
+
+
+_FAMILIES: dict[str, TaskFamily] = {}
+_packaged_loaded = False
+
+
+def register_family(fam: TaskFamily) -> TaskFamily:
+    """Add a task family. Registering an equal entry again is a no-op (a module imported twice); a different
+    entry under a registered name is refused, so two modules cannot silently disagree about a family."""
+    if not isinstance(fam, TaskFamily):
+        raise TypeError(f"register_family expects a TaskFamily, got {type(fam).__name__}")
+    known = _FAMILIES.get(fam.name)
+    if known is not None and known != fam:
+        raise ValueError(f"task family {fam.name!r} is already registered with other facts; unregister it first")
+    from .data.spec import TARGET_KINDS
+
+    TARGET_KINDS.update(fam.new_target_kinds)
+    _FAMILIES[fam.name] = fam
+    return fam
+
+
+def unregister_family(name: str) -> None:
+    """Remove a family and the target kinds only it brought (tests that register a toy family clean up with this)."""
+    from .data.spec import TARGET_KINDS
+
+    fam = _FAMILIES.pop(name, None)
+    if fam is None:
+        return
+    still = {k for f in _FAMILIES.values() for k in f.new_target_kinds}
+    for kind in set(fam.new_target_kinds) - still:
+        TARGET_KINDS.pop(kind, None)
+
+
+def _load_packaged() -> None:
+    """Import every public module of :mod:`gate.adapters` once: each registers the families it serves."""
+    global _packaged_loaded
+    if _packaged_loaded:
+        return
+    import gate.adapters
+
+    for info in pkgutil.iter_modules(gate.adapters.__path__):
+        if not info.name.startswith("_") and info.name != "base":
+            importlib.import_module(f"gate.adapters.{info.name}")
+    _packaged_loaded = True
+
+
+def family(name: str) -> TaskFamily:
+    """The registered family ``name``; a ValueError naming the known ones when there is none."""
+    if name not in _FAMILIES:
+        _load_packaged()
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown task family {name!r}; known: {sorted(_FAMILIES)} (a family of your own is "
+                         f"registered by gate.families.register_family in its adapter's module: import it first)")
+    return _FAMILIES[name]
+
+
+def families() -> dict[str, TaskFamily]:
+    """Every registered family (the packaged ones included), by name."""
+    _load_packaged()
+    return dict(_FAMILIES)
+
+
+def family_names() -> tuple[str, ...]:
+    return tuple(sorted(families()))
