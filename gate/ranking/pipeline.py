@@ -9,6 +9,7 @@ and :func:`validate_against_full` compares with the full tier's stored results.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -335,9 +336,15 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     cost = pd.DataFrame([{"item": k, "seconds": v} for k, v in result.ledger.spent.items()])
     files["cost"] = out / "cost.csv"
     cost.to_csv(files["cost"], index=False)
+    files["ledger"] = out / "ledger.json"
+    files["ledger"].write_text(json.dumps({"spent_seconds": result.ledger.spent_seconds,
+                                           "full_seconds": result.ledger.full_seconds,
+                                           "fraction": result.ledger.fraction, "full": result.ledger.full}, indent=1))
     if result.validation is not None:
         files["validation"] = out / "validation.csv"
         result.validation.to_csv(files["validation"], index=False)
+        files["ceiling"] = out / "ceiling.json"
+        files["ceiling"].write_text(json.dumps(result.ceiling, indent=1))
     return files
 
 

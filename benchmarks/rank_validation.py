@@ -1,0 +1,106 @@
+"""gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs with two
+seeds, then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
+
+    nice -n 10 .venv/bin/python benchmarks/rank_validation.py --root /tmp/rank_validation > rank_validation.log 2>&1
+
+Every stage goes through the results store under ``--root``: rerunning the script after a kill trains only what
+is missing. Sizes are set for a shared 2-core CPU (~40 min); raise ``--steps``, ``--benchmarks`` and the
+data caps on a bigger machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+POOL = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
+        "vit_tiny_scratch", "minilm", "resemblyzer"]
+BASELINES = ["knn_acc", "linear_probe_acc", "sfda", "etran_energy", "logme", "ncti"]
+
+
+def tier_yaml(args) -> str:
+    lines = ["name: rankval", f"seeds: [{', '.join(str(s) for s in range(args.seeds))}]", "score: false",
+             "overrides:", "  logger: csv", "  image_size: 32", "  ensembles: [1]", f"  trainer.max_steps: {args.steps}",
+             f"  trainer.val_check_interval: {args.val_every}", f"  data.batch_size: {args.batch}",
+             f"  data.max_train_samples: {args.train}", f"  data.max_val_samples: {args.val}",
+             f"  data.max_test_samples: {args.test}", "  callbacks.count_flops: false", "score_overrides:",
+             f"  max_samples: {args.score_samples}", "benchmarks:"]
+    lines += [f"  - {b}" for b in args.benchmarks]
+    return "\n".join(lines) + "\n"
+
+
+def run(cmd: list[str]) -> None:
+    print("$", " ".join(cmd), flush=True)
+    started = time.monotonic()
+    proc = subprocess.run(cmd, check=False)
+    print(f"[{time.monotonic() - started:.0f}s, exit {proc.returncode}]", flush=True)
+    if proc.returncode not in (0,):
+        sys.exit(proc.returncode)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--root", default="/tmp/rank_validation")
+    ap.add_argument("--encoders", nargs="+", default=POOL)
+    ap.add_argument("--benchmarks", nargs="+", default=["fashion_mnist", "digits"])
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=48)
+    ap.add_argument("--val-every", type=int, default=16)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--train", type=int, default=800)
+    ap.add_argument("--val", type=int, default=100)
+    ap.add_argument("--test", type=int, default=200)
+    ap.add_argument("--score-samples", type=int, default=300)
+    ap.add_argument("--budgets", nargs="+", type=float, default=[0.1])
+    ap.add_argument("--scores", nargs="*", default=[], help="scores seeding the proxy's first rung (a second run)")
+    args = ap.parse_args()
+    root = Path(args.root).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    tier = root / "rankval.yaml"
+    tier.write_text(tier_yaml(args))
+    bin_dir = Path(sys.executable).parent
+    started = time.monotonic()
+    # 1. the ground truth: the full tier (every encoder × benchmark × seed), through gate-tier
+    run([str(bin_dir / "gate-tier"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
+         "launch=local", "score=false", "report=false"])
+    truth_minutes = (time.monotonic() - started) / 60
+    # 2. gate-rank at each budget, never looking at the full runs (use_full_runs=false), then validated
+    results = {}
+    for budget in args.budgets:
+        for seeds in ([[]] + ([args.scores] if args.scores else [])):
+            cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
+                   f"budget={budget}", "use_full_runs=false", f"baseline_scores=[{','.join(BASELINES)}]",
+                   f"scores=[{','.join(seeds)}]"]
+            run(cmd)
+            results[(budget, ",".join(seeds))] = sorted((root / "reports").glob("rank-rankval-*"),
+                                                        key=lambda p: p.stat().st_mtime)[-1]
+    print(f"\nground truth: {len(args.encoders)} encoders × {len(args.benchmarks)} benchmarks × {args.seeds} seeds, "
+          f"{args.steps} steps of batch {args.batch} ({truth_minutes:.1f} min wall incl. anything already stored)")
+    from gate.ranking.pipeline import summary_table
+
+    for (budget, seeds), out in results.items():
+        validation = pd.read_csv(out / "validation.csv")
+        cost = pd.read_csv(out / "cost.csv")
+        ceiling = json.loads((out / "ceiling.json").read_text()) if (out / "ceiling.json").exists() else {}
+        table = summary_table(validation, ceiling)
+        meta = json.loads((out / "ledger.json").read_text()) if (out / "ledger.json").exists() else {}
+        print(f"\n## budget {budget}{' seeded by ' + seeds if seeds else ''}: proxy spent "
+              f"{cost['seconds'].sum() / 60:.1f} min = {meta.get('fraction', float('nan')):.3f} of the full tier "
+              f"(~{meta.get('full_seconds', float('nan')) / 60:.1f} min estimated); seed-to-seed ceiling τ: tier "
+              f"{table.attrs['ceiling_tier']:.3f}, mean per benchmark {table.attrs['ceiling_mean_bench']:.3f}\n")
+        print("| method | τ tier [95% CI] | τ_w tier | regret tier (mean rank) | mean per-benchmark τ | benchmarks |")
+        print("|---|---|---|---|---|---|")
+        for r in table.itertuples(index=False):
+            print(f"| {r.method} | {r.tier_tau:+.3f} [{r.tier_tau_lo:+.2f}, {r.tier_tau_hi:+.2f}] | {r.tier_tau_w:+.3f} | "
+                  f"{r.tier_regret:.2f} | {r.mean_bench_tau:+.3f} | {r.benchmarks} |")
+    print(f"\ntotal {(time.monotonic() - started) / 60:.1f} min", flush=True)
+
+
+if __name__ == "__main__":
+    main()
