@@ -29,7 +29,8 @@ def tier_yaml(args) -> str:
              "overrides:", "  logger: csv", "  image_size: 32", "  ensembles: [1]", f"  trainer.max_steps: {args.steps}",
              f"  trainer.val_check_interval: {args.val_every}", f"  data.batch_size: {args.batch}",
              f"  data.max_train_samples: {args.train}", f"  data.max_val_samples: {args.val}",
-             f"  data.max_test_samples: {args.test}", "  callbacks.count_flops: false", "score_overrides:",
+             f"  data.max_test_samples: {args.test}", "  callbacks.count_flops: false", "  callbacks.visuals.enabled: false",
+             "  callbacks.grad_norms.enabled: false", "score_overrides:",
              f"  max_samples: {args.score_samples}", "benchmarks:"]
     lines += [f"  - {b}" for b in args.benchmarks]
     return "\n".join(lines) + "\n"
@@ -50,13 +51,13 @@ def main() -> None:
     ap.add_argument("--encoders", nargs="+", default=POOL)
     ap.add_argument("--benchmarks", nargs="+", default=["fashion_mnist", "digits"])
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=48)
-    ap.add_argument("--val-every", type=int, default=16)
+    ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--val-every", type=int, default=8)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--train", type=int, default=800)
-    ap.add_argument("--val", type=int, default=100)
-    ap.add_argument("--test", type=int, default=200)
-    ap.add_argument("--score-samples", type=int, default=300)
+    ap.add_argument("--train", type=int, default=400)
+    ap.add_argument("--val", type=int, default=64)
+    ap.add_argument("--test", type=int, default=128)
+    ap.add_argument("--score-samples", type=int, default=200)
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.1])
     ap.add_argument("--scores", nargs="*", default=[], help="scores seeding the proxy's first rung (a second run)")
     args = ap.parse_args()

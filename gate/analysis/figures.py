@@ -229,8 +229,11 @@ def representative_heatmap(mean: pd.DataFrame, path: Path, *, halfwidth: pd.Data
     ax.set_yticks(range(n_enc), mean.index, fontsize=8)
     labels = [f"{b}\n{(metrics or {}).get(b, '')}{'' if hib.get(b, True) else ' ↓'}" for b in mean.columns]
     ax.set_xticks(range(n_col), labels, rotation=35, ha="right", fontsize=7)
-    ax.set_title(title or "Encoders × benchmarks on each benchmark's representative metric "
-                          "(colour: rank in the column, brighter = better; ↓ lower is better)", fontsize=8)
+    import textwrap
+
+    ax.set_title(textwrap.fill(title or "Encoders × benchmarks on each benchmark's representative metric "
+                                        "(colour: rank in the column, brighter = better; ↓ lower is better)",
+                               width=int(14 * n_col + 40)), fontsize=8)
     cbar = fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01)
     cbar.set_ticks([0, 1], labels=[f"rank {n_enc}", "rank 1"])
     fig.tight_layout()
