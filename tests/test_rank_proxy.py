@@ -131,3 +131,31 @@ def test_validation_tables_proxy_static_ranker_and_scores_against_full():
     summary = summary_table(table, {"x": 1.0, "y": math.nan, "tier": 0.5})
     assert summary.attrs["ceiling_tier"] == pytest.approx(0.5) and summary.attrs["ceiling_mean_bench"] == pytest.approx(1.0)
     assert set(summary["method"]) == {"proxy", "score:knn_acc", "static:params"}
+
+
+def test_full_results_are_read_per_seed_on_each_tier_metric_from_the_tiers_own_experiments(tmp_path):
+    from gate.ranking.pipeline import ceilings, proxy_entries, read_full
+    from gate.tiers.expand import expand_tier
+    from gate.tiers.spec import parse_tier
+
+    doc = {"name": "t", "seeds": [0, 1], "overrides": {"trainer.max_steps": 8, "trainer.val_check_interval": 4},
+           "benchmarks": ["digits", "fmnist_video_speed"]}
+    plan = expand_tier(parse_tier(doc, "t"), ["resnet18_scratch", "vit_tiny_scratch", "efficientnet_lite0"], tmp_path)
+    entries, dropped = proxy_entries(plan, 0)
+    assert list(entries) == ["digits", "fmnist_video_speed"] and not dropped
+    quality = {"resnet18_scratch": 0.2, "vit_tiny_scratch": 0.5, "efficientnet_lite0": 0.9}
+    records = []
+    for exp in plan.experiments:
+        metric = "mae" if exp.dataset == "fmnist_video_speed" else "acc@1"
+        value = (1 - quality[exp.encoder]) if metric == "mae" else quality[exp.encoder] + 0.01 * exp.seed
+        records += [{"experiment": exp.id, "kind": "finetune", "split": "test", "metric": metric, "value": value,
+                     "facts": {"wall_seconds": 10.0, "params": 5.0}},
+                    {"experiment": exp.id, "kind": "finetune", "split": "test", "metric": "loss", "value": 9.0}]
+    full = read_full(plan, records[:-2], list(entries))  # the last experiment's records are missing
+    assert full.metric == {"digits": ("acc@1", True), "fmnist_video_speed": ("mae", False)}
+    assert full.values.loc["efficientnet_lite0", "digits"] == pytest.approx(0.905)  # mean over seeds 0 and 1
+    assert full.values.loc["efficientnet_lite0", "fmnist_video_speed"] == pytest.approx(-0.1)  # turned: higher is better
+    assert full.complete("digits", plan.encoders) and full.wall["vit_tiny_scratch × digits"] == pytest.approx(20.0)
+    last = plan.experiments[-1]
+    assert len(full.per_seed[last.dataset][last.seed]) == 2  # one encoder short on that seed
+    assert ceilings(full, ["digits"]) == {"digits": pytest.approx(1.0), "tier": pytest.approx(1.0)}
