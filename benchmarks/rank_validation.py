@@ -45,31 +45,78 @@ def run(cmd: list[str]) -> None:
         sys.exit(proc.returncode)
 
 
+def ground_truth_in_process(tier: Path, encoders: list[str], root: Path, shard: int = 0, of: int = 1) -> None:
+    import warnings
+
+    from gate.cli.common import quiet_lightning
+    from gate.tiers.expand import expand_tier, hydra_compose_context, load_tier
+    from gate.training.finetune import run_finetune
+
+    quiet_lightning()
+    plan = expand_tier(load_tier(str(tier)), encoders, root)
+    plan.mark_done(plan.store())
+    print(f"ground truth: {len(plan.experiments)} experiments, {len(plan.done)} already stored", flush=True)
+    pending = plan.pending[shard::of]
+    for i, exp in enumerate(pending, 1):
+        started = time.monotonic()
+        with hydra_compose_context(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from hydra import compose
+
+            cfg = compose("run", overrides=[*exp.overrides, "trainer.enable_progress_bar=false"])
+        result = run_finetune(cfg)
+        print(f"  [{shard}:{i}/{len(pending)}] {exp.label}: {time.monotonic() - started:.0f}s "
+              f"{ {k: round(v, 3) for k, v in result.metrics.items()} }", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default="/tmp/rank_validation")
     ap.add_argument("--encoders", nargs="+", default=POOL)
-    ap.add_argument("--benchmarks", nargs="+", default=["fashion_mnist", "digits"])
+    ap.add_argument("--benchmarks", nargs="+", default=["digits"])
     ap.add_argument("--seeds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=24)
-    ap.add_argument("--val-every", type=int, default=8)
-    ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--train", type=int, default=400)
-    ap.add_argument("--val", type=int, default=64)
-    ap.add_argument("--test", type=int, default=128)
-    ap.add_argument("--score-samples", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=96)
+    ap.add_argument("--val-every", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--train", type=int, default=1000)
+    ap.add_argument("--val", type=int, default=200)
+    ap.add_argument("--test", type=int, default=400)
+    ap.add_argument("--score-samples", type=int, default=500)
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.1])
+    ap.add_argument("--in-process", action=argparse.BooleanOptionalAction, default=True,
+                    help="run the ground truth in this process (default) instead of through gate-tier launch=local")
+    ap.add_argument("--workers", type=int, default=2, help="ground-truth processes in parallel")
+    ap.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads (1: no spinning on a shared CPU)")
     ap.add_argument("--scores", nargs="*", default=[], help="scores seeding the proxy's first rung (a second run)")
     args = ap.parse_args()
+    import os
+
+    os.environ["OMP_NUM_THREADS"] = str(args.threads)  # this script's own processes only (gate-rank inherits it)
+    import torch
+
+    torch.set_num_threads(args.threads)
     root = Path(args.root).resolve()
     root.mkdir(parents=True, exist_ok=True)
     tier = root / "rankval.yaml"
     tier.write_text(tier_yaml(args))
     bin_dir = Path(sys.executable).parent
     started = time.monotonic()
-    # 1. the ground truth: the full tier (every encoder × benchmark × seed), through gate-tier
-    run([str(bin_dir / "gate-tier"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
-         "launch=local", "score=false", "report=false"])
+    # 1. the ground truth: the full tier (every encoder × benchmark × seed) — the very experiments gate-tier runs
+    #    (same expansion, same ids), here in this one process: on a starved CPU the per-run start-up counts
+    if args.shard is not None:
+        ground_truth_in_process(tier, args.encoders, root, args.shard, args.workers)
+        return
+    if args.in_process and args.workers > 1:  # one process per worker, each a slice of the pending experiments
+        procs = [subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--shard", str(k)]) for k in range(args.workers)]
+        if any(p.wait() for p in procs):
+            sys.exit("a ground-truth worker failed")
+        ground_truth_in_process(tier, args.encoders, root)  # anything a worker left (nothing, normally)
+    elif args.in_process:
+        ground_truth_in_process(tier, args.encoders, root)
+    else:
+        run([str(bin_dir / "gate-tier"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
+             "launch=local", "score=false", "report=false"])
     truth_minutes = (time.monotonic() - started) / 60
     # 2. gate-rank at each budget, never looking at the full runs (use_full_runs=false), then validated
     results = {}
