@@ -55,7 +55,7 @@ def test_oriented_mean_rank_and_bootstrap_intervals():
 
 def test_halving_schedule_fits_the_budget_and_refuses_one_too_small():
     assert keep_counts(8, 2) == [8, 4, 2] and keep_counts(3, 2) == [3, 2] and keep_counts(9, 3) == [9, 3, 2]
-    assert rung_steps(4, 2, 3, 48) == [4, 8, 16] and rung_steps(20, 2, 3, 48) == [20, 40, 48]
+    assert rung_steps(4, 2, 3, 48) == [4, 8, 16] and rung_steps(20, 2, 3, 48) == [20, 40] and rung_steps(16, 2, 3, 48) == [16, 32, 48]
     assert schedule_cost([8, 4, 2], [4, 8, 16]) == pytest.approx(8 * 4 + 4 * 4 + 2 * 8, abs=TOL)
     # 8 encoders × 48 steps × 2 seeds at 0.1 = 76.8 steps; 16 r0 must fit → r0 = 4
     s = plan_schedule(8, 48, 2, 0.1, eta=2)

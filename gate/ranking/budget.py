@@ -33,10 +33,11 @@ def keep_counts(n: int, eta: int) -> list[int]:
 
 
 def rung_steps(r0: int, eta: int, rungs: int, full_steps: int) -> list[int]:
-    """Cumulative steps at the end of each rung: ``r0 · eta^k``, capped at ``full_steps`` (duplicates dropped)."""
+    """Cumulative steps at the end of each rung: ``r0 · eta^k``, capped at the last multiple of ``r0`` within
+    ``full_steps`` (a rung validates every ``r0`` steps, so it must end on one), duplicates dropped."""
     out: list[int] = []
     for k in range(rungs):
-        s = min(full_steps, r0 * eta ** k)
+        s = min(full_steps // r0 * r0, r0 * eta ** k)
         if not out or s > out[-1]:
             out.append(s)
     return out
