@@ -105,6 +105,12 @@ def test_the_measured_seconds_stop_later_rungs_at_the_budget_and_lower_is_better
     assert ranking.steps == (10,) and ranking.monitor == "mae" and not ranking.higher_is_better
     assert ranking.order == list("abcd")  # lowest MAE first
     assert ledger.fraction == pytest.approx(160 / 280)  # the overrun is reported, not hidden
+    # the stored full runs took longer than the estimate (4 × 700 s): their seconds set the budget, rung 1 runs
+    ledger = Ledger()
+    ranking = run_benchmark("speed", experiments(list("abcd"), "speed"), ctx, budget=0.4, eta=2, overhead_steps=0,
+                            full_seeds=1, ledger=ledger, known_full={f"{e} × speed": 700.0 for e in "abcd"})
+    assert ranking.steps == (10, 20) and ledger.fraction == pytest.approx((160 + 2 * 40) / 2800)
+    assert ledger.estimated_fraction == pytest.approx((160 + 2 * 40) / 280)
 
 
 def test_validation_tables_proxy_static_ranker_and_scores_against_full():

@@ -129,8 +129,11 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
         how = "full runs" if r.source == "full" else f"rungs {list(r.steps)} of {r.full_steps} steps on val {r.monitor}"
         print(f"  {bench:<22} {' > '.join(r.order)}  ({how})")
     led = result.ledger
-    print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier would take ~{led.full_seconds / 60:.1f} min "
-          f"(estimated from the proxy's step times) → {led.fraction:.3f} of it (budget {request.budget})")
+    measured = sum(led.full.values()) != sum(led.estimated.values())
+    print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
+          f"{'took' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
+          f"({'its stored runs' if measured else 'estimated from the proxy step times'}) → {led.fraction:.3f} of it "
+          f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
     if result.validation is not None:
         table = summary_table(result.validation, result.ceiling)
         print(f"[gate] predicted vs full (Kendall τ on the tier's mean rank [95% CI], weighted τ, top-1 regret in "

@@ -120,6 +120,7 @@ class Ledger:
 
     spent: dict[str, float] = dataclasses.field(default_factory=dict)      # item -> seconds
     full: dict[str, float] = dataclasses.field(default_factory=dict)       # (encoder × benchmark) -> seconds
+    estimated: dict[str, float] = dataclasses.field(default_factory=dict)  # the same from the proxy's step times
 
     def spend(self, item: str, seconds: float) -> None:
         if math.isfinite(seconds):
@@ -137,6 +138,12 @@ class Ledger:
     def fraction(self) -> float:
         return self.spent_seconds / self.full_seconds if self.full_seconds > 0 else math.nan
 
+    @property
+    def estimated_fraction(self) -> float:
+        """Spent over the full tier as estimated from the proxy's own step times (a lower bound: errs high)."""
+        total = sum(self.estimated.values())
+        return self.spent_seconds / total if total > 0 else math.nan
+
     def merged(self, other: Ledger) -> Ledger:
         """A ledger with both ledgers' items; an item in both (a shared run) counts once."""
-        return Ledger({**self.spent, **other.spent}, {**self.full, **other.full})
+        return Ledger({**self.spent, **other.spent}, {**self.full, **other.full}, {**self.estimated, **other.estimated})

@@ -222,12 +222,14 @@ class RankResult:
 
 def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
               seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
-              full: FullResults | None, use_scores: bool = True) -> tuple[dict[str, BenchmarkRanking], Ledger]:
-    """The proxy on every entry. A benchmark whose full runs are all stored is ranked by them at no cost."""
+              full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True
+              ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
+    """The proxy on every entry. With ``rank_by_full``, a benchmark whose full runs are all stored is ranked by them
+    at no cost; stored full runs' wall seconds (every seed) are the full cost the budget is taken of."""
     ledger = Ledger()
     rankings: dict[str, BenchmarkRanking] = {}
     for bench, exps in entries.items():
-        if full is not None and full.complete(bench, plan.encoders):
+        if rank_by_full and full is not None and full.complete(bench, plan.encoders):
             col = full.values[bench]
             order = sorted(plan.encoders, key=lambda e: -col[e])
             rankings[bench] = BenchmarkRanking(bench, full.metric[bench][0], True, 0, (), [], order, (), "full")
@@ -235,17 +237,13 @@ def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext
             continue
         seeds = {s: seed_values[s][bench] for s in (request.seed_scores if use_scores else ())
                  if bench in seed_values.get(s, {})}
+        known = {} if full is None or not full.complete(bench, plan.encoders) or \
+            len(full.per_seed.get(bench, {})) != len(plan.tier.seeds) else \
+            {k: v for k, v in full.wall.items() if k.endswith(f" × {bench}") and v > 0}
         rankings[bench] = run_benchmark(bench, exps, ctx, budget=request.budget, eta=request.eta,
                                         overhead_steps=request.overhead_steps, full_seeds=len(plan.tier.seeds),
                                         ledger=ledger, seed_scores=seeds,
-                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0)
-    if full is not None:  # a stored full run's own seconds beat the estimate
-        for key, seconds in full.wall.items():
-            if key in ledger.full and seconds > 0:
-                enc, bench = key.split(" × ")
-                n_seeds = len(full.per_seed.get(bench, {}))
-                if n_seeds == len(plan.tier.seeds):
-                    ledger.full[key] = seconds
+                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0, known_full=known)
     return rankings, ledger
 
 
@@ -337,9 +335,10 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     files["cost"] = out / "cost.csv"
     cost.to_csv(files["cost"], index=False)
     files["ledger"] = out / "ledger.json"
-    files["ledger"].write_text(json.dumps({"spent_seconds": result.ledger.spent_seconds,
-                                           "full_seconds": result.ledger.full_seconds,
-                                           "fraction": result.ledger.fraction, "full": result.ledger.full}, indent=1))
+    led = result.ledger
+    files["ledger"].write_text(json.dumps({"spent_seconds": led.spent_seconds, "full_seconds": led.full_seconds,
+                                           "fraction": led.fraction, "estimated_fraction": led.estimated_fraction,
+                                           "full": led.full, "estimated": led.estimated}, indent=1))
     if result.validation is not None:
         files["validation"] = out / "validation.csv"
         result.validation.to_csv(files["validation"], index=False)
@@ -370,8 +369,8 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     seed_values, seed_seconds = scored(request.seed_scores)
     scores, _ = scored(request.baseline_scores if validate else ())
     scores = {**scores, **seed_values}
-    usable = full if request.use_full_runs else None
-    rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, usable)
+    rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
+                                 rank_by_full=request.use_full_runs)
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
                         scores=scores)
@@ -379,8 +378,8 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     complete = [b for b, r in rankings.items() if r.source == "proxy" and full.complete(b, plan.encoders)]
     if validate and complete:
         if request.seed_scores and proxy_without_scores:
-            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, usable,
-                                                             use_scores=False)
+            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full,
+                                                             use_scores=False, rank_by_full=request.use_full_runs)
         result.validation = validate_against_full(result, plan, request)
         result.ceiling = ceilings(full, complete)
     return result

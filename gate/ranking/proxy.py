@@ -154,10 +154,12 @@ def rung_overrides(steps: int, val_every: int) -> list[str]:
 def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext, *, budget: float, eta: int,
                   overhead_steps: float, full_seeds: int, ledger: Ledger,
                   seed_scores: Mapping[str, Mapping[str, float]] | None = None,
-                  score_seconds: float = 0.0) -> BenchmarkRanking:
+                  score_seconds: float = 0.0, known_full: Mapping[str, float] | None = None) -> BenchmarkRanking:
     """Successive halving on one benchmark. ``experiments``: the tier's full experiments of this benchmark for
     the proxy's seed, one per encoder (:class:`gate.tiers.expand.Experiment`). Every run's seconds go to
-    ``ledger`` (``score_seconds``: the feature passes of the seeding scores), and each encoder's full-run estimate.
+    ``ledger`` (``score_seconds``: the feature passes of the seeding scores), and each encoder's full-run seconds:
+    ``known_full["<encoder> × <benchmark>"]`` (the stored full runs' own wall seconds, every seed) where given, else
+    the estimate from its rung-0 run (the ledger keeps both: ``full`` and ``estimated``).
     Later rungs shrink (in multiples of ``r0``) or stop when the measured seconds would pass the budget."""
     from gate.metrics import monitor_mode
 
@@ -204,7 +206,9 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
         cost = RunCost.from_facts(facts)
         ledger.spend(f"run {exp_id}", cost.wall_seconds)
         if k == 0:
-            ledger.full[f"{enc} × {benchmark}"] = full_seeds * cost.full_estimate(full_steps)
+            key = f"{enc} × {benchmark}"
+            ledger.estimated[key] = full_seeds * cost.full_estimate(full_steps)
+            ledger.full[key] = (known_full or {}).get(key) or ledger.estimated[key]
         value = _orient(float(val[0]["value"]), hib)
         params = facts.get("params")
         results.append(RungResult(enc, k, steps, exp_id, value, cost, float(params) if params else math.nan,

@@ -58,8 +58,9 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
              f"{request.budget}</h1>"]
     led = result.ledger
     parts.append(f"<p>Compute spent: <b>{led.spent_seconds / 60:.1f} min</b>; the full tier would take "
-                 f"~{led.full_seconds / 60:.1f} min (estimated from the proxy's own step times, a lower bound) → "
-                 f"<b>{led.fraction:.3f}</b> of it. Successive halving (eta={request.eta}) on each benchmark's "
+                 f"~{led.full_seconds / 60:.1f} min (its stored runs where they exist, else estimated from the proxy's own "
+                 f"step times, a lower bound) → <b>{led.fraction:.3f}</b> of it ({led.estimated_fraction:.3f} of the "
+                 f"estimate alone). Successive halving (eta={request.eta}) on each benchmark's "
                  f"validation monitor{'; rung 0 seeded by ' + ', '.join(request.seed_scores) if request.seed_scores else ''}."
                  "</p>")
     tr = result.tier_ranking.reset_index().rename(columns={"index": "encoder"})
