@@ -131,7 +131,7 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
     led = result.ledger
     measured = sum(led.full.values()) != sum(led.estimated.values())
     print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
-          f"{'took' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
+          f"{'took ' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
           f"({'its stored runs' if measured else 'estimated from the proxy step times'}) → {led.fraction:.3f} of it "
           f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
     if result.validation is not None:
