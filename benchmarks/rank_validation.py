@@ -127,7 +127,7 @@ def main() -> None:
                    f"scores=[{','.join(seeds)}]"]
             run(cmd)
             results[(budget, ",".join(seeds))] = sorted((root / "reports").glob("rank-rankval-*"),
-                                                        key=lambda p: p.stat().st_mtime)[-1]
+                                                        key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
     print(f"\nground truth: {len(args.encoders)} encoders × {len(args.benchmarks)} benchmarks × {args.seeds} seeds, "
           f"{args.steps} steps of batch {args.batch} ({truth_minutes:.1f} min wall incl. anything already stored)")
     from gate.ranking.pipeline import summary_table
