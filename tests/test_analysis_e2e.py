@@ -61,7 +61,7 @@ def make_store(root: Path) -> Path:
 
 EXPECTED = ["table.csv", "table.md", "table.tex", "table_std.csv", "table_n.csv", "summary.csv", "tiers.csv",
             "tiers_benchmarks.csv", "correlations.csv", "correlation_points.csv", "report.html",
-            "figures/ranking_heatmap.png", "figures/families.png"]
+            "figures/ranking_heatmap.png", "figures/families.png", "figures/benchmarks_heatmap.png"]
 
 
 @pytest.fixture(scope="module")

@@ -192,3 +192,85 @@ def k_sweep_box(top_fitness: Mapping[int, np.ndarray], path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=DPI)
     return path
+
+
+def representative_heatmap(mean: pd.DataFrame, path: Path, *, halfwidth: pd.DataFrame | None = None,
+                           higher_is_better: Mapping[str, bool] | None = None, metrics: Mapping[str, str] | None = None,
+                           title: str = "") -> Path | None:
+    """Encoders × benchmarks, one column per benchmark on its representative metric (its ``tier_metric``).
+
+    Each cell shows the value (± ``halfwidth``, e.g. a 95 % interval over seeds, where given) and is coloured by
+    the encoder's rank within the column (brighter = better; the metric's direction from ``higher_is_better``).
+    Rows are sorted by mean rank."""
+    if mean.empty or mean.shape[1] == 0:
+        return None
+    hib = higher_is_better or {}
+    ranks = pd.DataFrame({b: mean[b].rank(ascending=not hib.get(b, True), method="min") for b in mean.columns})
+    order = ranks.mean(axis=1).sort_values(kind="stable").index
+    mean, ranks = mean.loc[order], ranks.loc[order]
+    n_enc, n_col = mean.shape
+    brightness = 1.0 - (ranks - 1) / max(n_enc - 1, 1)
+    fig = new_figure((max(6.0, 1.25 * n_col + 3.0), max(3.0, 0.42 * n_enc + 2.2)))
+    ax = fig.subplots()
+    im = ax.imshow(brightness.to_numpy(dtype=float), aspect="auto", cmap="viridis", vmin=0, vmax=1,
+                   interpolation="nearest")
+    for i, enc in enumerate(mean.index):
+        for j, bench in enumerate(mean.columns):
+            v = mean.loc[enc, bench]
+            if not np.isfinite(v):
+                ax.text(j, i, "—", ha="center", va="center", fontsize=7, color="grey")
+                continue
+            text = f"{v:.3g}"
+            if halfwidth is not None and bench in halfwidth.columns and enc in halfwidth.index \
+                    and np.isfinite(halfwidth.loc[enc, bench]):
+                text += f"\n±{halfwidth.loc[enc, bench]:.2g}"
+            ax.text(j, i, text, ha="center", va="center", fontsize=7,
+                    color="black" if brightness.loc[enc, bench] > 0.55 else "white")
+    ax.set_yticks(range(n_enc), mean.index, fontsize=8)
+    labels = [f"{b}\n{(metrics or {}).get(b, '')}{'' if hib.get(b, True) else ' ↓'}" for b in mean.columns]
+    ax.set_xticks(range(n_col), labels, rotation=35, ha="right", fontsize=7)
+    import textwrap
+
+    ax.set_title(textwrap.fill(title or "Encoders × benchmarks on each benchmark's representative metric "
+                                        "(colour: rank in the column, brighter = better; ↓ lower is better)",
+                               width=int(14 * n_col + 40)), fontsize=8)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.025, pad=0.01)
+    cbar.set_ticks([0, 1], labels=[f"rank {n_enc}", "rank 1"])
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path
+
+
+def predicted_vs_full(panels: Mapping[str, tuple[pd.Series, pd.Series]], path: Path,
+                      taus: Mapping[str, float] | None = None) -> Path | None:
+    """One panel per benchmark (and the tier): each encoder's full rank (x) against its predicted rank (y),
+    both 1 = best, the diagonal a perfect prediction; Kendall τ in the title. ``panels``: name → (predicted,
+    full), higher-is-better values per encoder."""
+    if not panels:
+        return None
+    n = len(panels)
+    cols = min(4, n)
+    rows = int(np.ceil(n / cols))
+    fig = new_figure((3.0 * cols, 2.9 * rows))
+    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
+    for ax, (name, (pred, full)) in zip(axes, panels.items()):
+        common = [e for e in full.index if e in pred.index and np.isfinite(full[e]) and np.isfinite(pred[e])]
+        fr = full[common].rank(ascending=False, method="average")
+        pr = pred[common].rank(ascending=False, method="average")
+        k = len(common)
+        ax.plot([1, k], [1, k], color="lightgrey", lw=1, zorder=0)
+        ax.scatter(fr, pr, s=18, color="tab:blue")
+        for e in common:
+            ax.annotate(e, (fr[e], pr[e]), fontsize=5, xytext=(2, 2), textcoords="offset points")
+        ax.set_xlim(k + 0.5, 0.5)
+        ax.set_ylim(k + 0.5, 0.5)
+        tau = (taus or {}).get(name)
+        ax.set_title(f"{name}" + (f"  τ={tau:+.2f}" if tau is not None and np.isfinite(tau) else ""), fontsize=8)
+        ax.set_xlabel("full rank", fontsize=7)
+        ax.set_ylabel("predicted rank", fontsize=7)
+        ax.tick_params(labelsize=6)
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=DPI)
+    return path

@@ -124,9 +124,14 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         fig_dir = out / "figures"
         fig_dir.mkdir(exist_ok=True)
         rep = dict(zip(bench_info["benchmark"], bench_info["metric"]))
+        # the overview: one column per benchmark on its representative metric, ± a 95 % interval over seeds
+        p = representative_figure(summary, bench_info, fig_dir / "benchmarks_heatmap.png")
+        if p:
+            fig_list.append((p, "overview", "Encoders × benchmarks on each benchmark's representative metric "
+                                            "(± 95 % interval over seeds; colour: rank in the column)"))
         p = figs.ranking_heatmap(mean, fig_dir / "ranking_heatmap.png", reference=reference, tier_metrics=rep)
         if p:
-            fig_list.append((p, "overview", "Ranking heatmap: encoders × metrics (brighter = better rank)"))
+            fig_list.append((p, "overview", "Ranking heatmap: encoders × every recorded metric (brighter = better rank)"))
         p = figs.tier_bars(tiers_table, fig_dir / "tiers.png", prefix="tier:")
         if p:
             fig_list.append((p, "tiers", "Tier means per encoder"))
@@ -148,3 +153,34 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         notes_vs_gate=notes_vs_gate)
     files["report.html"] = report
     return AnalysisResult(out=out, files=files, summary=summary, tiers=tiers_table, correlations=corr, warnings=seen)
+
+
+def representative_values_with_intervals(summary: pd.DataFrame, bench_info: pd.DataFrame):
+    """Encoders × benchmarks of each benchmark's representative metric (``tiers_benchmarks.csv``'s choice), in the
+    metric's own units: (means over seeds, half-widths of a 95 % t interval over seeds — NaN for one seed,
+    higher_is_better per benchmark, metric per benchmark)."""
+    from scipy import stats as st
+
+    ft = summary[summary["kind"] == "finetune"]
+    means, halves, hib, metrics = {}, {}, {}, {}
+    for row in bench_info.itertuples(index=False):
+        rows = ft[(ft["benchmark"] == row.benchmark) & (ft["metric"] == row.metric)].set_index("encoder")
+        if rows.empty:
+            continue
+        n = rows["n"].astype(float)
+        t = n.map(lambda k: st.t.ppf(0.975, k - 1) if k > 1 else float("nan"))
+        means[row.benchmark] = rows["mean"].astype(float)
+        halves[row.benchmark] = rows["std"].astype(float) / n.pow(0.5) * t
+        hib[row.benchmark], metrics[row.benchmark] = bool(row.higher_is_better), str(row.metric)
+    return pd.DataFrame(means), pd.DataFrame(halves), hib, metrics
+
+
+def representative_figure(summary: pd.DataFrame, bench_info: pd.DataFrame, path: Path) -> Path | None:
+    """The overview heatmap: :func:`representative_values_with_intervals` drawn by
+    :func:`gate.analysis.figures.representative_heatmap`."""
+    from gate.analysis import figures as figs
+
+    means, halves, hib, metrics = representative_values_with_intervals(summary, bench_info)
+    if means.empty:
+        return None
+    return figs.representative_heatmap(means, path, halfwidth=halves, higher_is_better=hib, metrics=metrics)

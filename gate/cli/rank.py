@@ -1,0 +1,189 @@
+"""gate-rank: a pool of encoders ranked on a tier at a fraction of the full tier's compute (conf/rank.yaml).
+
+    gate-rank encoder=efficientnet_lite0,efficientnet_lite1,resnet18_scratch              # demo tier, budget 0.1
+    gate-rank tier=small encoder=a,b,c,d budget=0.05 scores=[knn_acc]
+
+``encoder=a,b,c`` is read as the list ``encoders=[a,b,c]``, ``scores=a,b`` as ``scores=[a,b]`` and
+``tier=<path>.yaml`` as a tier file, before Hydra parses the command line (as in gate-tier).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from gate.cli.common import fail, prepare_process, run_cli
+from gate.errors import ConfigError
+
+CMD = "gate-rank"
+_LIST_KEYS = {"encoder": "encoders", "encoders": "encoders", "scores": "scores", "score": "scores",
+              "baseline_scores": "baseline_scores"}
+
+
+def normalise_args(argv: list[str]) -> list[str]:
+    from gate.tiers.expand import known_tiers
+
+    out = []
+    has_searchpath = any(a.startswith("hydra.searchpath=") for a in argv)
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            out.append(arg)
+        elif key in _LIST_KEYS:
+            items = value if value.startswith("[") else "[" + ",".join(v.strip() for v in value.split(",") if v.strip()) + "]"
+            out.append(f"{_LIST_KEYS[key]}={items}")
+        elif key == "tier" and (value.endswith((".yaml", ".yml")) or "/" in value):
+            out.append(f"tier_file={value}")
+        elif key == "tier" and not has_searchpath and value not in known_tiers():
+            fail(CMD, f"tier={value!r} is unknown: known tiers are {known_tiers()} (or give the path of a tier "
+                      f"YAML file)")
+        else:
+            out.append(arg)
+    return out
+
+
+def check(plain: dict[str, Any]) -> None:
+    """The request's own problems (budget, pool, scores, ...), before the tier is expanded."""
+    from gate.ranking.pipeline import check_request
+
+    problems = []
+    enc = plain.get("encoders")
+    if not isinstance(enc, list) or not all(isinstance(e, str) and e for e in enc):
+        raise ConfigError(f"encoders={enc!r} is invalid: expected encoder names (encoder=a,b,c)")
+    for key in ("scores", "baseline_scores", "overrides"):
+        if not isinstance(plain.get(key), list):
+            problems.append(f"{key}={plain.get(key)!r} is invalid: expected a list")
+    seed = plain.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        problems.append(f"seed={seed!r} is invalid: expected an integer >= 0 or null (the tier's first)")
+    for key in ("use_full_runs", "validate", "proxy_without_scores", "report"):
+        if not isinstance(plain.get(key), bool):
+            problems.append(f"{key}={plain.get(key)!r} is invalid: expected true or false")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    check_request(plain["budget"], enc, plain["eta"], plain["scores"], plain["baseline_scores"],
+                  plain["overhead_steps"], plain["n_boot"])
+
+
+def prepare(plain: dict[str, Any], searchpath: list[str]):
+    """Everything that can fail without training: the tier, its expansion, the proxy's entries and schedules."""
+    from gate.ranking.budget import plan_schedule
+    from gate.ranking.pipeline import Request, proxy_entries
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier = load_tier(plain["tier_file"] or plain["tier"])
+    plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], overrides=plain["overrides"],
+                       searchpath=searchpath)
+    seed = plain["seed"] if plain["seed"] is not None else tier.seeds[0]
+    if seed not in tier.seeds:
+        raise ConfigError(f"seed={seed} is invalid: the tier's seeds are {list(tier.seeds)}")
+    entries, _ = proxy_entries(plan, seed)
+    for exps in entries.values():
+        plan_schedule(len(exps), int(exps[0].config["trainer"]["max_steps"]), len(tier.seeds), float(plain["budget"]),
+                      int(plain["eta"]), float(plain["overhead_steps"]))
+    request = Request(tier, tuple(plain["encoders"]), float(plain["budget"]), int(plain["eta"]),
+                      float(plain["overhead_steps"]), tuple(plain["scores"]), tuple(plain["baseline_scores"]),
+                      int(plain["n_boot"]), bool(plain["use_full_runs"]))
+    return plan, request, seed
+
+
+def contexts(plan, searchpath: list[str]):
+    """The proxy's ways of composing and running gate-run / gate-score in this process."""
+    from gate.ranking.proxy import ProxyContext
+    from gate.scoring import run_score
+    from gate.tiers.expand import hydra_compose_context, searchpath_override
+    from gate.training.finetune import run_finetune
+
+    store = plan.store()
+    sp = searchpath_override(searchpath)
+
+    def compose(kind: str):
+        def go(overrides: list[str]):
+            import warnings
+
+            from hydra import compose as hydra_compose
+
+            with hydra_compose_context(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return hydra_compose(kind, overrides=[*sp, *overrides] if kind == "score" else list(overrides))
+        return go
+
+    ctx = ProxyContext(compose=compose("run"), run=run_finetune, records=lambda: store.complete_records(),
+                       runs_dir=plan.root / "runs")
+    return ctx, compose("score"), run_score
+
+
+def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:
+    from gate.ranking.pipeline import summary_table
+
+    print(f"[gate] predicted ranking on tier {plan.tier.name} (mean rank over {len(result.rankings)} benchmark(s); "
+          f"95% bootstrap interval over benchmarks):")
+    for enc, row in result.tier_ranking.iterrows():
+        print(f"  {int(row['rank']):>2}. {enc:<24} mean rank {row['mean_rank']:.2f}  [{row['rank_lo']:.0f}, {row['rank_hi']:.0f}]")
+    for bench, r in result.rankings.items():
+        how = "full runs" if r.source == "full" else f"rungs {list(r.steps)} of {r.full_steps} steps on val {r.monitor}"
+        print(f"  {bench:<22} {' > '.join(r.order)}  ({how})")
+    led = result.ledger
+    measured = sum(led.full.values()) != sum(led.estimated.values())
+    print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
+          f"{'took ' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
+          f"({'its stored runs' if measured else 'estimated from the proxy step times'}) → {led.fraction:.3f} of it "
+          f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
+    if result.validation is not None:
+        table = summary_table(result.validation, result.ceiling)
+        print(f"[gate] predicted vs full (Kendall τ on the tier's mean rank [95% CI], weighted τ, top-1 regret in "
+              f"mean-rank units; mean per-benchmark τ); seed-to-seed ceiling τ: tier "
+              f"{table.attrs['ceiling_tier']:.3f}, per benchmark {table.attrs['ceiling_mean_bench']:.3f}")
+        for row in table.itertuples(index=False):
+            print(f"  {row.method:<24} τ {row.tier_tau:+.3f} [{row.tier_tau_lo:+.2f}, {row.tier_tau_hi:+.2f}]  "
+                  f"τ_w {row.tier_tau_w:+.3f}  regret {row.tier_regret:.2f}  per-benchmark τ {row.mean_bench_tau:+.3f} "
+                  f"({row.benchmarks} benchmarks)")
+    print(f"[gate] tables: {files['predictions'].parent}")
+    if report is not None:
+        print(f"[gate] report: {report.resolve()}")
+
+
+@hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="rank")
+def _main(cfg: DictConfig) -> None:
+    prepare_process(cfg)
+    started = time.monotonic()
+    from hydra.core.hydra_config import HydraConfig
+
+    plain = run_cli(CMD, OmegaConf.to_container, cfg, resolve=True)
+    searchpath = [str(s) for s in (HydraConfig.get().searchpath or [])]
+    run_cli(CMD, check, plain)
+    plan, request, seed = run_cli(CMD, prepare, plain, searchpath)
+    from gate.cli.common import quiet_lightning
+    from gate.ranking.pipeline import rank_tier, write_outputs
+    from gate.results import stable_hash
+
+    quiet_lightning()
+    print(f"[gate] ranking {len(plan.encoders)} encoders on tier {plan.tier.name} at budget {request.budget} "
+          f"(seed {seed})", flush=True)
+    ctx, compose_score, run_score = contexts(plan, searchpath)
+    result = run_cli(CMD, rank_tier, plan, request, seed=seed, ctx=ctx, compose_score=compose_score,
+                     run_score=run_score, validate=plain["validate"], proxy_without_scores=plain["proxy_without_scores"])
+    key = stable_hash([plan.key, request.budget, request.eta, list(request.seed_scores), seed])[:8]
+    out = Path(plain["paths"]["reports"]) / f"rank-{plan.tier.name}-{key}"
+    files = run_cli(CMD, write_outputs, result, out)
+    report = None
+    if plain["report"]:
+        from gate.ranking.report import write_report
+
+        report = run_cli(CMD, write_report, result, plan, request, out)
+    print_result(result, plan, request, files, report)
+    print(f"[gate] gate-rank: {(time.monotonic() - started) / 60:.1f} min", flush=True)
+
+
+def main() -> None:
+    sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:])]
+    _main()
+
+
+if __name__ == "__main__":
+    main()

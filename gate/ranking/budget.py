@@ -1,0 +1,149 @@
+"""Successive-halving schedules and compute accounting for the budgeted fine-tuning proxy.
+
+Units. The *full tier* of one benchmark costs ``n_encoders × seeds × full_steps`` training steps; a budget is a
+fraction of that. A schedule is a list of rungs; rung ``k`` ends at ``r0 · eta^k`` steps (cumulative: a survivor
+continues from its checkpoint) and is reached by ``keep_k = ceil(n / eta^k)`` encoders, down to two (the last
+rung orders the final two). Its cost in steps is ``Σ_k keep_k (r_k − r_{k−1})`` plus a fixed overhead per run
+(building the model, validating, testing) given in step equivalents.
+
+Seconds. Planning is in steps; what is *reported* is seconds, measured: every proxy run's ``wall_seconds`` and
+every feature pass the proxy used (:class:`Ledger`). The full tier's cost is estimated from the proxy's own runs:
+per encoder × benchmark, ``overhead + full_steps × seconds_per_step`` of its first (from-scratch) rung, where
+``overhead = wall − training seconds``. That leaves out the extra validations of a longer run, so it
+underestimates the full cost and the reported fraction errs on the high (honest) side. Where the store already
+holds the full run, its own ``wall_seconds`` is used instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from gate.errors import ConfigError
+
+
+def keep_counts(n: int, eta: int) -> list[int]:
+    """Encoders reaching each rung: ``n, ceil(n/eta), ...`` while at least two are left to order."""
+    counts = [n]
+    while counts[-1] > 2:
+        counts.append(max(2, math.ceil(counts[-1] / eta)))
+    return counts
+
+
+def rung_steps(r0: int, eta: int, rungs: int, full_steps: int) -> list[int]:
+    """Cumulative steps at the end of each rung: ``r0 · eta^k``, capped at the last multiple of ``r0`` within
+    ``full_steps`` (a rung validates every ``r0`` steps, so it must end on one), duplicates dropped."""
+    out: list[int] = []
+    for k in range(rungs):
+        s = min(full_steps // r0 * r0, r0 * eta ** k)
+        if not out or s > out[-1]:
+            out.append(s)
+    return out
+
+
+def schedule_cost(keeps: Sequence[int], steps: Sequence[int], overhead_steps: float = 0.0) -> float:
+    """Steps a schedule trains in all (survivors continue: each rung pays only its new steps), plus
+    ``overhead_steps`` per run."""
+    total, prev = 0.0, 0
+    for keep, s in zip(keeps, steps):
+        total += keep * (s - prev + overhead_steps)
+        prev = s
+    return total
+
+
+@dataclasses.dataclass(frozen=True)
+class Schedule:
+    r0: int
+    keeps: tuple[int, ...]
+    steps: tuple[int, ...]
+    cost_steps: float
+    budget_steps: float
+
+
+def plan_schedule(n: int, full_steps: int, seeds: int, budget: float, eta: int = 2,
+                  overhead_steps: float = 0.0) -> Schedule:
+    """The largest first rung ``r0`` whose schedule fits ``budget × n × seeds × full_steps`` steps.
+
+    Raises :class:`ConfigError` when not even one step per encoder fits (the budget is too small)."""
+    keeps = keep_counts(n, eta)
+    budget_steps = budget * n * seeds * full_steps
+    best = None
+    for r0 in range(1, full_steps + 1):
+        steps = rung_steps(r0, eta, len(keeps), full_steps)
+        cost = schedule_cost(keeps[:len(steps)], steps, overhead_steps)
+        if cost > budget_steps:
+            break
+        best = Schedule(r0, tuple(keeps[:len(steps)]), tuple(steps), cost, budget_steps)
+    if best is None:
+        raise ConfigError(f"budget={budget} buys {budget_steps:.1f} training steps for {n} encoders on a benchmark "
+                          f"of {full_steps} steps × {seeds} seed(s) (with {overhead_steps:g} steps of overhead per "
+                          f"run): not one step each; raise the budget (0 < budget < 1)")
+    return best
+
+
+@dataclasses.dataclass(frozen=True)
+class RunCost:
+    """What one fine-tuning run cost, from its records' facts."""
+
+    wall_seconds: float
+    train_seconds: float
+    trained_steps: int
+
+    @property
+    def overhead_seconds(self) -> float:
+        return max(0.0, self.wall_seconds - self.train_seconds)
+
+    @property
+    def seconds_per_step(self) -> float:
+        return self.train_seconds / self.trained_steps if self.trained_steps > 0 else math.nan
+
+    def full_estimate(self, full_steps: int) -> float:
+        """A full run's seconds estimated from this one (see the module docstring: a lower bound)."""
+        return self.overhead_seconds + full_steps * self.seconds_per_step
+
+    @classmethod
+    def from_facts(cls, facts: Mapping[str, Any]) -> RunCost:
+        def num(key: str) -> float:
+            v = facts.get(key)
+            return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else math.nan
+
+        start = facts.get("resumed_from_step") or 0
+        return cls(num("wall_seconds"), num("train_step_seconds"), int(num("global_step") - float(start))
+                   if math.isfinite(num("global_step")) else 0)
+
+
+@dataclasses.dataclass
+class Ledger:
+    """Every second the proxy spent (runs and feature passes) and the full tier's estimated seconds."""
+
+    spent: dict[str, float] = dataclasses.field(default_factory=dict)      # item -> seconds
+    full: dict[str, float] = dataclasses.field(default_factory=dict)       # (encoder × benchmark) -> seconds
+    estimated: dict[str, float] = dataclasses.field(default_factory=dict)  # the same from the proxy's step times
+
+    def spend(self, item: str, seconds: float) -> None:
+        if math.isfinite(seconds):
+            self.spent[item] = self.spent.get(item, 0.0) + float(seconds)
+
+    @property
+    def spent_seconds(self) -> float:
+        return float(sum(self.spent.values()))
+
+    @property
+    def full_seconds(self) -> float:
+        return float(sum(self.full.values()))
+
+    @property
+    def fraction(self) -> float:
+        return self.spent_seconds / self.full_seconds if self.full_seconds > 0 else math.nan
+
+    @property
+    def estimated_fraction(self) -> float:
+        """Spent over the full tier as estimated from the proxy's own step times (a lower bound: errs high)."""
+        total = sum(self.estimated.values())
+        return self.spent_seconds / total if total > 0 else math.nan
+
+    def merged(self, other: Ledger) -> Ledger:
+        """A ledger with both ledgers' items; an item in both (a shared run) counts once."""
+        return Ledger({**self.spent, **other.spent}, {**self.full, **other.full}, {**self.estimated, **other.estimated})

@@ -1,0 +1,385 @@
+"""gate-rank's library stage: tier × encoders × budget → predicted rankings, their cost and (where full results
+exist) their validation against full fine-tuning beside baselines.
+
+:func:`check_request` validates everything that can be known without training (budget, pool, scores, the tier's
+entries the proxy can run); :func:`rank_tier` then runs the proxy benchmark by benchmark (reusing the store),
+and :func:`validate_against_full` compares with the full tier's stored results.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gate.errors import ConfigError
+from gate.ranking import stats
+from gate.ranking.budget import Ledger
+from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark
+
+MIN_ENCODERS = 3
+POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
+
+
+def known_scores() -> list[str]:
+    from gate.transferability import SCORES
+
+    return [*SCORES, *POOL_SCORES]
+
+
+@dataclasses.dataclass(frozen=True)
+class Request:
+    tier: Any                       # gate.tiers.spec.Tier
+    encoders: tuple[str, ...]
+    budget: float
+    eta: int = 2
+    overhead_steps: float = 0.0
+    seed_scores: tuple[str, ...] = ()
+    baseline_scores: tuple[str, ...] = ()
+    n_boot: int = 1000
+    use_full_runs: bool = True      # a benchmark whose full runs are all stored is ranked by them (no proxy)
+
+
+def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
+                  baseline_scores: Sequence[str], overhead_steps: Any = 0, n_boot: Any = 1000) -> None:
+    """Every problem with the request itself, as one :class:`ConfigError` line."""
+    problems = []
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < float(budget) < 1:
+        problems.append(f"budget={budget!r} is invalid: expected a fraction of the full tier's compute, 0 < budget < 1 "
+                        f"(budget=0.1)")
+    if len(dict.fromkeys(encoders)) < MIN_ENCODERS:
+        problems.append(f"encoders={list(encoders)!r} is invalid: a ranking needs at least {MIN_ENCODERS} distinct "
+                        f"encoders (encoder=a,b,c)")
+    if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
+        problems.append(f"eta={eta!r} is invalid: expected an integer >= 2 (the halving factor)")
+    if isinstance(overhead_steps, bool) or not isinstance(overhead_steps, (int, float)) or overhead_steps < 0:
+        problems.append(f"overhead_steps={overhead_steps!r} is invalid: expected a number >= 0")
+    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
+        problems.append(f"n_boot={n_boot!r} is invalid: expected an integer >= 0")
+    known = known_scores()
+    for key, names in (("scores", seed_scores), ("baseline_scores", baseline_scores)):
+        bad = [s for s in names if s not in known]
+        if bad:
+            problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]]:
+    """The tier's benchmarks the proxy can rank: those every encoder of the pool takes (a ranking compares all
+    of them), with the proxy's seed. Returns ``{benchmark: [experiment per encoder]}`` and why others are left
+    out. Raises :class:`ConfigError` when none is left."""
+    by_bench: dict[str, dict[str, Any]] = {}
+    for exp in plan.experiments:
+        if exp.seed == seed:
+            by_bench.setdefault(exp.dataset, {})[exp.encoder] = exp
+    out, dropped = {}, []
+    for entry in plan.tier.entries:
+        got = by_bench.get(entry.dataset, {})
+        missing = [e for e in plan.encoders if e not in got]
+        if missing:
+            dropped.append(f"{entry.dataset}: not taken by {', '.join(missing)}")
+            continue
+        steps = got[plan.encoders[0]].config["trainer"].get("max_steps")
+        if not isinstance(steps, int) or steps < 2:
+            dropped.append(f"{entry.dataset}: trainer.max_steps={steps!r} (the proxy needs a step budget >= 2)")
+            continue
+        out[entry.dataset] = [got[e] for e in plan.encoders]
+    if not out:
+        raise ConfigError(f"tier {plan.tier.name} has no entry the proxy can run for {list(plan.encoders)}: "
+                          f"{'; '.join(dropped) or 'no experiments'}")
+    return out, dropped
+
+
+# --------------------------------------------------------------------------------------- full results
+
+
+@dataclasses.dataclass
+class FullResults:
+    """The full tier's stored test values of each benchmark's tier_metric, higher-is-better."""
+
+    values: pd.DataFrame                              # encoders × benchmarks, mean over seeds
+    per_seed: dict[str, dict[int, pd.Series]]         # benchmark -> seed -> encoder values
+    metric: dict[str, tuple[str, bool]]               # benchmark -> (tier_metric, higher_is_better)
+    wall: dict[str, float]                            # "enc × bench" -> summed wall seconds over seeds
+    params: dict[str, float]
+
+    def complete(self, benchmark: str, encoders: Sequence[str]) -> bool:
+        return benchmark in self.values.columns and self.values.loc[list(encoders), benchmark].notna().all()
+
+
+def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequence[str]) -> FullResults:
+    from gate.metrics import lookup
+
+    by_exp: dict[str, list[Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") == "finetune":
+            by_exp.setdefault(r["experiment"], []).append(r)
+    per_seed: dict[str, dict[int, dict[str, float]]] = {}
+    metric: dict[str, tuple[str, bool]] = {}
+    wall: dict[str, float] = {}
+    params: dict[str, float] = {}
+    for exp in plan.experiments:
+        if exp.dataset not in benchmarks:
+            continue
+        name = str(exp.config["dataset"].get("tier_metric") or "acc@1")
+        known = lookup(name)
+        hib = known.higher_is_better if known is not None else True
+        metric[exp.dataset] = (name, hib)
+        rows = [r for r in by_exp.get(exp.id, []) if r.get("split") == "test" and r.get("metric") == name]
+        if not rows:
+            continue
+        per_seed.setdefault(exp.dataset, {}).setdefault(exp.seed, {})[exp.encoder] = \
+            stats.oriented({"v": float(rows[-1]["value"])}, hib)["v"]
+        facts = rows[-1].get("facts") or {}
+        if isinstance(facts.get("wall_seconds"), (int, float)):
+            key = f"{exp.encoder} × {exp.dataset}"
+            wall[key] = wall.get(key, 0.0) + float(facts["wall_seconds"])
+        if facts.get("params"):
+            params[exp.encoder] = float(facts["params"])
+    series = {b: {s: pd.Series(v, dtype=float) for s, v in seeds.items()} for b, seeds in per_seed.items()}
+    values = pd.DataFrame({b: pd.concat(list(seeds.values()), axis=1).mean(axis=1) for b, seeds in series.items()},
+                          index=list(plan.encoders))
+    return FullResults(values, series, metric, wall, params)
+
+
+# ---------------------------------------------------------------------------------------------- scores
+
+
+def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
+                 run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
+                 echo: Callable[..., None] = print) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
+    """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
+    ``{score: {benchmark: {encoder: value}}}`` and the seconds each benchmark's scoring took
+    (feature passes + the scores; from the score records' facts, so stored scores count what they cost)."""
+    from gate.build import resolved_config
+    from gate.results import experiment_id
+
+    wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
+                                                    else (name,))})
+    values: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
+    seconds: dict[str, float] = {}
+    if not wanted:
+        return values, seconds
+    seed0 = plan.experiments[0].seed
+    for exp in plan.experiments:
+        if exp.dataset not in benchmarks or exp.seed != seed0 or exp.config["dataset"].get("task") != "classification":
+            continue
+        ovs = [f"paths.root={plan.root}", f"dataset={exp.dataset}", f"encoder={exp.encoder}",
+               f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
+               f"metrics=[{','.join(wanted)}]"]
+        cfg = compose_score(ovs)
+        sid = experiment_id(resolved_config(cfg), "score")
+        run_score(cfg)
+        rows = {r["metric"]: r for r in records() if r.get("experiment") == sid and r.get("kind") == "score"}
+        extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
+        spent = extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in wanted if m in rows)
+        seconds[exp.dataset] = seconds.get(exp.dataset, 0.0) + spent
+        for name in names:
+            if name == "ncti":
+                continue
+            if name in rows:
+                values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
+        if "ncti" in names and all(t in rows for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")):
+            values.setdefault("_ncti_terms", {}).setdefault(exp.dataset, {})[exp.encoder] = {  # type: ignore[assignment]
+                t: float(rows[t]["value"]) for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")}
+        echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s", flush=True)
+    if "ncti" in names:
+        from gate.transferability.collapse import ncti
+
+        for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
+            values["ncti"][bench] = ncti(pool)
+    return values, seconds
+
+
+# ------------------------------------------------------------------------------------------------ rank
+
+
+@dataclasses.dataclass
+class RankResult:
+    rankings: dict[str, BenchmarkRanking]
+    ledger: Ledger
+    tier_ranking: pd.DataFrame
+    dropped: list[str]
+    full: FullResults | None = None
+    validation: pd.DataFrame | None = None
+    ceiling: dict[str, float] = dataclasses.field(default_factory=dict)
+    variants: dict[str, tuple[dict[str, BenchmarkRanking], Ledger]] = dataclasses.field(default_factory=dict)
+    scores: dict[str, dict[str, dict[str, float]]] = dataclasses.field(default_factory=dict)
+
+    def predicted(self, rankings: Mapping[str, BenchmarkRanking] | None = None) -> pd.DataFrame:
+        """Encoders × benchmarks of the predicted rankings, higher is better (minus the position)."""
+        rankings = self.rankings if rankings is None else rankings
+        return pd.DataFrame({b: r.predicted for b, r in rankings.items()})
+
+
+def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
+              seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
+              full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True
+              ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
+    """The proxy on every entry. With ``rank_by_full``, a benchmark whose full runs are all stored is ranked by them
+    at no cost; stored full runs' wall seconds (every seed) are the full cost the budget is taken of."""
+    ledger = Ledger()
+    rankings: dict[str, BenchmarkRanking] = {}
+    for bench, exps in entries.items():
+        if rank_by_full and full is not None and full.complete(bench, plan.encoders):
+            col = full.values[bench]
+            order = sorted(plan.encoders, key=lambda e: -col[e])
+            rankings[bench] = BenchmarkRanking(bench, full.metric[bench][0], True, 0, (), [], order, (), "full")
+            ctx.echo(f"[gate] rank  {bench}: every full run is stored; its ranking is the full one", flush=True)
+            continue
+        seeds = {s: seed_values[s][bench] for s in (request.seed_scores if use_scores else ())
+                 if bench in seed_values.get(s, {})}
+        known = {} if full is None or not full.complete(bench, plan.encoders) or \
+            len(full.per_seed.get(bench, {})) != len(plan.tier.seeds) else \
+            {k: v for k, v in full.wall.items() if k.endswith(f" × {bench}") and v > 0}
+        rankings[bench] = run_benchmark(bench, exps, ctx, budget=request.budget, eta=request.eta,
+                                        overhead_steps=request.overhead_steps, full_seeds=len(plan.tier.seeds),
+                                        ledger=ledger, seed_scores=seeds,
+                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0, known_full=known)
+    return rankings, ledger
+
+
+def validate_against_full(result: RankResult, plan: Any, request: Request) -> pd.DataFrame:
+    """Predicted vs full (τ, τ_w, top-1 regret, bootstrap intervals) per benchmark and on the tier's mean rank,
+    for the proxy and each baseline, on the benchmarks where every encoder has a full result."""
+    full = result.full
+    assert full is not None
+    benches = [b for b, r in result.rankings.items() if r.source == "proxy" and full.complete(b, plan.encoders)]
+    truth = full.values.loc[list(plan.encoders), benches]
+    methods: dict[str, pd.DataFrame] = {"proxy": result.predicted().loc[list(plan.encoders), benches]}
+    for name, (rankings, _) in result.variants.items():
+        methods[name] = result.predicted(rankings).loc[list(plan.encoders), benches]
+    for score in request.baseline_scores:
+        cols = {b: pd.Series(v) for b, v in result.scores.get(score, {}).items() if b in benches}
+        if cols:
+            methods[f"score:{score}"] = pd.DataFrame(cols).reindex(list(plan.encoders))
+    params = {r.encoder: r.params for rk in result.rankings.values() for r in rk.results if math.isfinite(r.params)}
+    params = {**full.params, **params}
+    if all(e in params for e in plan.encoders):
+        methods["static:params"] = pd.DataFrame({b: pd.Series(params) for b in benches}).reindex(list(plan.encoders))
+    rows = []
+    for method, pred in methods.items():
+        for bench in pred.columns:
+            row = stats.compare(pred[bench], truth[bench], n_boot=request.n_boot)
+            rows.append({"method": method, "scope": bench, **row})
+        if pred.shape[1] >= 1:
+            row = stats.compare_tier(pred, truth[pred.columns], n_boot=request.n_boot)
+            rows.append({"method": method, "scope": "tier", **row})
+    return pd.DataFrame(rows)
+
+
+def ceilings(full: FullResults, benchmarks: Sequence[str]) -> dict[str, float]:
+    """Seed-to-seed τ of the ground truth per benchmark, and ``tier`` (mean rank over benchmarks, pairs of
+    seeds); NaN where fewer than two seeds are stored."""
+    out = {b: stats.seed_ceiling(full.per_seed.get(b, {})) for b in benchmarks}
+    seeds = sorted(set.intersection(*[set(full.per_seed.get(b, {})) for b in benchmarks])) if benchmarks else []
+    taus = []
+    for i, a in enumerate(seeds):
+        for c in seeds[i + 1:]:
+            va = pd.DataFrame({b: full.per_seed[b][a] for b in benchmarks})
+            vc = pd.DataFrame({b: full.per_seed[b][c] for b in benchmarks})
+            taus.append(stats.kendall_tau(-stats.mean_rank(va).to_numpy(), -stats.mean_rank(vc).to_numpy()))
+    finite = [t for t in taus if np.isfinite(t)]
+    out["tier"] = float(np.mean(finite)) if finite else math.nan
+    return out
+
+
+def summary_table(validation: pd.DataFrame, ceiling: Mapping[str, float]) -> pd.DataFrame:
+    """One row per method: τ, τ_w and regret on the tier's mean rank (with intervals), the mean per-benchmark τ
+    over the benchmarks it covers, and the ground truth's seed ceiling."""
+    rows = []
+    for method, grp in validation.groupby("method", sort=False):
+        tier = grp[grp["scope"] == "tier"]
+        bench = grp[grp["scope"] != "tier"]
+        t = tier.iloc[0] if len(tier) else None
+        rows.append({"method": method, "benchmarks": len(bench),
+                     "tier_tau": t["tau"] if t is not None else math.nan,
+                     "tier_tau_lo": t["tau_lo"] if t is not None else math.nan,
+                     "tier_tau_hi": t["tau_hi"] if t is not None else math.nan,
+                     "tier_tau_w": t["tau_w"] if t is not None else math.nan,
+                     "tier_regret": t["regret"] if t is not None else math.nan,
+                     "mean_bench_tau": float(np.nanmean(bench["tau"])) if bench["tau"].notna().any() else math.nan,
+                     "mean_bench_tau_w": float(np.nanmean(bench["tau_w"])) if bench["tau_w"].notna().any() else math.nan,
+                     "mean_bench_regret": float(np.nanmean(bench["regret"])) if bench["regret"].notna().any() else math.nan})
+    out = pd.DataFrame(rows)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        bench_ceiling = [v for k, v in ceiling.items() if k != "tier" and np.isfinite(v)]
+    out.attrs["ceiling_tier"] = ceiling.get("tier", math.nan)
+    out.attrs["ceiling_mean_bench"] = float(np.mean(bench_ceiling)) if bench_ceiling else math.nan
+    return out
+
+
+def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    rungs = pd.concat([r.table() for r in result.rankings.values()] or [pd.DataFrame()], ignore_index=True)
+    files["rungs"] = out / "rungs.csv"
+    rungs.to_csv(files["rungs"], index=False)
+    pred = pd.DataFrame([{"benchmark": b, "encoder": e, "predicted_rank": i + 1, "source": r.source,
+                          "seeded_by": ",".join(r.seeded_by)} for b, r in result.rankings.items()
+                         for i, e in enumerate(r.order)])
+    files["predictions"] = out / "predictions.csv"
+    pred.to_csv(files["predictions"], index=False)
+    files["tier_ranking"] = out / "tier_ranking.csv"
+    result.tier_ranking.to_csv(files["tier_ranking"])
+    cost = pd.DataFrame([{"item": k, "seconds": v} for k, v in result.ledger.spent.items()])
+    files["cost"] = out / "cost.csv"
+    cost.to_csv(files["cost"], index=False)
+    files["ledger"] = out / "ledger.json"
+    led = result.ledger
+    files["ledger"].write_text(json.dumps({"spent_seconds": led.spent_seconds, "full_seconds": led.full_seconds,
+                                           "fraction": led.fraction, "estimated_fraction": led.estimated_fraction,
+                                           "full": led.full, "estimated": led.estimated}, indent=1))
+    if result.validation is not None:
+        files["validation"] = out / "validation.csv"
+        result.validation.to_csv(files["validation"], index=False)
+        files["ceiling"] = out / "ceiling.json"
+        files["ceiling"].write_text(json.dumps(result.ceiling, indent=1))
+    return files
+
+
+def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
+              compose_score: Callable[[list[str]], Any] | None = None,
+              run_score: Callable[[Any], Any] | None = None, validate: bool = True,
+              proxy_without_scores: bool = True) -> RankResult:
+    """The whole stage on an expanded tier ``plan`` (:func:`gate.tiers.expand.expand_tier`, every seed of the
+    tier so the full results can be found): scores for seeding, the proxy, the tier's aggregate ranking with
+    bootstrap intervals and, where every encoder's full runs are stored, the validation."""
+    entries, dropped = proxy_entries(plan, seed)
+    for line in dropped:
+        ctx.echo(f"[gate] rank  left out: {line}", flush=True)
+    records = ctx.records()
+    full = read_full(plan, records, list(entries))
+    def scored(names: Sequence[str]) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
+        if not names or compose_score is None or run_score is None:
+            return {}, {}
+        return score_values(plan, list(entries), names, compose_score=compose_score, run_score=run_score,
+                            records=ctx.records, echo=ctx.echo)
+
+    # the seeding scores' seconds are the proxy's; the baselines' are not part of its cost
+    seed_values, seed_seconds = scored(request.seed_scores)
+    scores, _ = scored(request.baseline_scores if validate else ())
+    scores = {**scores, **seed_values}
+    rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
+                                 rank_by_full=request.use_full_runs)
+    pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
+    result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
+                        scores=scores)
+    # a benchmark ranked by its stored full runs says nothing about the proxy: it is not validated
+    complete = [b for b, r in rankings.items() if r.source == "proxy" and full.complete(b, plan.encoders)]
+    if validate and complete:
+        if request.seed_scores and proxy_without_scores:
+            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full,
+                                                             use_scores=False, rank_by_full=request.use_full_runs)
+        result.validation = validate_against_full(result, plan, request)
+        result.ceiling = ceilings(full, complete)
+    return result

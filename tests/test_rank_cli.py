@@ -1,0 +1,90 @@
+"""gate-rank's entry point: bad input is one line and exit 2 before any work (in process), and one real end-to-end
+run of a tiny pool (a subprocess), killed-and-rerun semantics coming from the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+# A tiny tier: scikit-learn digits at 32 px, batches of 8, 8 steps (the proxy's 10 % ... 50 %: a few steps).
+TINY = {"name": "tiny", "seeds": [0], "score": False,
+        "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 8,
+                      "trainer.val_check_interval": 4, "data.batch_size": 8, "data.max_train_samples": 48,
+                      "data.max_val_samples": 24, "data.max_test_samples": 24, "callbacks.count_flops": False,
+                      "callbacks.visuals.enabled": False, "callbacks.grad_norms.enabled": False},
+        "benchmarks": ["digits"]}
+POOL = "encoder=resnet18_scratch,vit_tiny_scratch,efficientnet_lite0"
+
+
+def write_tier(path: Path, doc=None) -> Path:
+    path.write_text(yaml.safe_dump(doc or TINY))
+    return path
+
+
+def rank_in_process(monkeypatch, capsys, args):
+    from gate.cli import rank
+
+    monkeypatch.setattr(sys, "argv", ["gate-rank", *args])
+    monkeypatch.delenv("GATE_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as exit_:
+        rank.main()
+    err = capsys.readouterr().err.strip()
+    return exit_.value.code, err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["budget=1.5"], "budget=1.5 is invalid: expected a fraction of the full tier's compute, 0 < budget < 1"),
+    (["budget=0"], "budget=0 is invalid"),
+    (["encoder=resnet18_scratch,efficientnet_lite0"], "a ranking needs at least 3 distinct encoders"),
+    (["scores=[no_such_score]"], "scores: unknown score 'no_such_score'; known scores are ['logme'"),
+    (["baseline_scores=[knn_acc,nope]"], "baseline_scores: unknown score 'nope'"),
+    (["overrides=['trainer.max_steps=1','trainer.val_check_interval=1']"],
+     "has no entry the proxy can run for ['resnet18_scratch', 'vit_tiny_scratch', 'efficientnet_lite0']: digits: "
+     "trainer.max_steps=1 (the proxy needs a step budget >= 2)"),
+    (["budget=0.01"], "budget=0.01 buys 0.2 training steps for 3 encoders"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, message):
+    tier = write_tier(tmp_path / "tiny.yaml", dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 6}))
+    base = [f"tier={tier}", POOL, f"paths.root={tmp_path / 'root'}"]
+    code, err = rank_in_process(monkeypatch, capsys, [*base, *args])
+    assert code == 2 and len(err.splitlines()) == 1 and err.startswith("gate-rank: error: "), err
+    assert message in err, err
+    assert not (tmp_path / "root" / "runs").exists() and not (tmp_path / "root" / "results").exists()
+
+
+def test_unknown_tier_is_refused_before_hydra(monkeypatch, capsys, tmp_path):
+    code, err = rank_in_process(monkeypatch, capsys, ["tier=nosuch", f"paths.root={tmp_path}"])
+    assert code == 2 and "gate-rank: error: tier='nosuch' is unknown" in err
+
+
+@pytest.mark.slow
+def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path):
+    """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps
+    (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing."""
+    tier = write_tier(tmp_path / "tiny.yaml")
+    root = tmp_path / "root"
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    cmd = [sys.executable, "-m", "gate.cli.rank", f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3",
+           "n_boot=20", "baseline_scores=[]"]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "predicted ranking on tier tiny" in out.stdout and "of 8 steps on val acc@1" in out.stdout
+    reports = list((root / "reports").glob("rank-tiny-*"))
+    assert len(reports) == 1 and (reports[0] / "report.html").is_file()
+    ledger = json.loads((reports[0] / "ledger.json").read_text())
+    assert 0 < ledger["spent_seconds"] and ledger["full_seconds"] > ledger["spent_seconds"]
+    records = [json.loads(x) for x in (root / "results" / "records.jsonl").read_text().splitlines()]
+    val = {r["experiment"]: r for r in records if r["split"] == "val"}
+    first = [r for r in val.values() if r["facts"]["global_step"] == 1]
+    later = [r for r in val.values() if r["facts"]["global_step"] == 2]
+    assert len(first) == 3 and all(r["facts"]["resumed_from_step"] is None for r in first)
+    assert len(later) in (0, 2) and all(r["facts"]["resumed_from_step"] == 1 for r in later)  # survivors continue
+    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert again.returncode == 0 and again.stdout.count("already stored") == len(val), again.stdout[-2000:]
+    assert len((root / "results" / "records.jsonl").read_text().splitlines()) == len(records)

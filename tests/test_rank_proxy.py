@@ -1,0 +1,167 @@
+"""The successive-halving proxy (gate.ranking.proxy) and the validation (gate.ranking.pipeline) with a stand-in
+for gate-run: what runs, from which checkpoint, what it costs, when the budget stops it, what a rerun repeats."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from gate.ranking.budget import Ledger
+from gate.ranking.pipeline import FullResults, RankResult, Request, summary_table, validate_against_full
+from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark, seeded_key, successive_halving
+from gate.tiers.expand import Experiment
+
+QUALITY = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.2, "f": 0.1}
+
+
+class FakeGateRun:
+    """gate-run's contract as the proxy sees it: a composed config in, a complete record set (val monitor + facts)
+    in the store out, ``last.ckpt`` in the run's checkpoint dir; a run whose dir holds a checkpoint resumes from it."""
+
+    def __init__(self, runs_dir, seconds_per_step=1.0, overhead=2.0):
+        self.records, self.runs_dir, self.calls = [], runs_dir, []
+        self.sps, self.overhead = seconds_per_step, overhead
+
+    def compose(self, overrides):
+        kv = dict(o.split("=", 1) for o in overrides)
+        return OmegaConf.create({"encoder": {"name": kv["encoder"]}, "dataset": {"name": kv["dataset"]},
+                                 "trainer": {"max_steps": int(kv["trainer.max_steps"]),
+                                             "val_check_interval": int(kv["trainer.val_check_interval"])},
+                                 "seed": 0})
+
+    def run(self, cfg):
+        from gate.build import resolved_config
+        from gate.results import experiment_id
+
+        exp = experiment_id(resolved_config(cfg), "finetune")
+        ckpt = self.runs_dir / exp / "checkpoints" / "last.ckpt"
+        start = int(ckpt.read_text()) if ckpt.exists() else 0
+        steps = cfg.trainer.max_steps
+        self.calls.append((cfg.encoder.name, steps, start))
+        ckpt.parent.mkdir(parents=True, exist_ok=True)
+        ckpt.write_text(str(steps))
+        trained = steps - start
+        value = QUALITY[cfg.encoder.name] * steps / (steps + 10)  # better encoders stay better as steps grow
+        self.records.append({"experiment": exp, "kind": "finetune", "split": "val", "metric": "mae" if
+                             cfg.dataset.name == "speed" else "acc@1", "value": -value if cfg.dataset.name == "speed"
+                             else value, "facts": {"wall_seconds": self.overhead + trained * self.sps,
+                                                   "train_step_seconds": trained * self.sps, "global_step": steps,
+                                                   "resumed_from_step": start or None, "params": 1000.0}})
+
+
+def experiments(names, dataset="d", steps=40):
+    return [Experiment(f"id-{n}", "t", dataset, n, 0, (f"encoder={n}", f"dataset={dataset}"),
+                       {"trainer": {"max_steps": steps}}) for n in names]
+
+
+def test_halving_orders_by_rung_survivors_continue_and_scores_seed_the_first_rung():
+    calls = []
+
+    def evaluate(enc, k, steps, prev):
+        calls.append((enc, k, steps, prev))
+        return {"a": 3, "b": 2, "c": 1, "d": 0}[enc] + (0 if k else {"a": -10, "b": 0, "c": 0, "d": 0}[enc])
+
+    order, ran = successive_halving(["a", "b", "c", "d"], [2, 4], [4, 2], evaluate)
+    assert ran == [2, 4] and order[:2] == ["b", "c"] and order[2:] == ["d", "a"]  # a lost rung 0
+    assert [c for c in calls if c[1] == 1] == [("b", 1, 4, 2), ("c", 1, 4, 2)]  # continue from rung 0's steps
+    # seeded: rung 0 decides on the mean of its rank and the score's rank → a survives
+    order, _ = successive_halving(["a", "b", "c", "d"], [2, 4], [4, 2], evaluate, [{"a": 9, "b": 1, "c": 0, "d": 2}])
+    assert set(order[:2]) == {"a", "b"}
+    assert seeded_key({"x": 1.0, "y": 0.0}, [{"x": 0.0, "y": 1.0}]) == {"x": -1.5, "y": -1.5}
+
+
+def test_proxy_runs_rungs_from_checkpoints_counts_every_second_and_a_rerun_repeats_nothing(tmp_path):
+    fake = FakeGateRun(tmp_path / "runs", overhead=0.0)
+    lines = []
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: lines.append(a))
+    names = list("abcdef")
+    ledger = Ledger()
+    # 6 encoders × 40 steps × 1 seed at 0.3 = 72 steps; keeps 6, 3, 2: 6 r0 + 3 r0 + 2·2 r0 = 13 r0 → r0 = 5
+    ranking = run_benchmark("d", experiments(names), ctx, budget=0.3, eta=2, overhead_steps=0, full_seeds=1,
+                            ledger=ledger, score_seconds=3.0)
+    assert ranking.steps == (5, 10, 20) and ranking.order == names  # the true order (QUALITY)
+    assert sorted(fake.calls) == sorted([(n, 5, 0) for n in names] + [("a", 10, 5), ("b", 10, 5), ("c", 10, 5),
+                                                                     ("a", 20, 10), ("b", 20, 10)])
+    assert ledger.spent_seconds == pytest.approx(6 * 5 + 3 * 5 + 2 * 10 + 3.0)  # every rung's new steps + scores
+    assert ledger.full_seconds == pytest.approx(6 * 40 * 1.0)
+    assert ledger.fraction <= 0.3
+    n = len(fake.calls)
+    again = run_benchmark("d", experiments(names), ctx, budget=0.3, eta=2, overhead_steps=0, full_seeds=1,
+                          ledger=Ledger())
+    assert len(fake.calls) == n and again.order == ranking.order  # every rung read back from the store
+    assert all(r.stored for r in again.results)
+
+
+def test_the_measured_seconds_stop_later_rungs_at_the_budget_and_lower_is_better_monitors_rank_right(tmp_path):
+    fake = FakeGateRun(tmp_path / "runs", seconds_per_step=1.0, overhead=30.0)  # overhead dwarfs the steps
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    # planned r0 = 10 (4·40·0.4 = 64 steps = 6 r0), but rung 0 already cost 4 × 40 s of 0.4 × 4 × 70 s: stop there
+    ledger = Ledger()
+    ranking = run_benchmark("speed", experiments(list("abcd"), "speed"), ctx, budget=0.4, eta=2, overhead_steps=0,
+                            full_seeds=1, ledger=ledger)
+    assert ranking.steps == (10,) and ranking.monitor == "mae" and not ranking.higher_is_better
+    assert ranking.order == list("abcd")  # lowest MAE first
+    assert ledger.fraction == pytest.approx(160 / 280)  # the overrun is reported, not hidden
+    # the stored full runs took longer than the estimate (4 × 700 s): their seconds set the budget, rung 1 runs
+    ledger = Ledger()
+    ranking = run_benchmark("speed", experiments(list("abcd"), "speed"), ctx, budget=0.4, eta=2, overhead_steps=0,
+                            full_seeds=1, ledger=ledger, known_full={f"{e} × speed": 700.0 for e in "abcd"})
+    assert ranking.steps == (10, 20) and ledger.fraction == pytest.approx((160 + 2 * 40) / 2800)
+    assert ledger.estimated_fraction == pytest.approx((160 + 2 * 40) / 280)
+
+
+def test_validation_tables_proxy_static_ranker_and_scores_against_full():
+    encs = ["a", "b", "c", "d"]
+    full = pd.DataFrame({"x": [0.9, 0.8, 0.7, 0.1], "y": [0.5, 0.9, 0.4, 0.3]}, index=encs)
+    fr = FullResults(full, {"x": {0: full["x"], 1: full["x"]}, "y": {0: full["y"], 1: full["y"][::-1]}},
+                     {"x": ("acc@1", True), "y": ("acc@1", True)}, {}, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+    rankings = {b: BenchmarkRanking(b, "acc@1", True, 10, (2,), [], sorted(encs, key=lambda e: -full.loc[e, b]))
+                for b in full.columns}
+    result = RankResult(rankings, Ledger(), pd.DataFrame(), [], fr, scores={"knn_acc": {"x": {"a": 0.1, "b": 0.2,
+                                                                                               "c": 0.3, "d": 0.4}}})
+
+    class Plan:
+        encoders = tuple(encs)
+
+    table = validate_against_full(result, Plan, Request(None, tuple(encs), 0.1, baseline_scores=("knn_acc",), n_boot=50))
+    proxy = table[table["method"] == "proxy"].set_index("scope")
+    assert proxy.loc["x", "tau"] == pytest.approx(1.0) and proxy.loc["tier", "tau"] == pytest.approx(1.0)
+    assert proxy.loc["x", "regret"] == pytest.approx(0.0)
+    knn = table[table["method"] == "score:knn_acc"].set_index("scope")
+    assert knn.loc["x", "tau"] == pytest.approx(-1.0) and knn.loc["x", "regret"] == pytest.approx(0.8)
+    static = table[table["method"] == "static:params"].set_index("scope")
+    assert static.loc["x", "tau"] == pytest.approx(-1.0)  # more parameters ranked first, the reverse of x
+    summary = summary_table(table, {"x": 1.0, "y": math.nan, "tier": 0.5})
+    assert summary.attrs["ceiling_tier"] == pytest.approx(0.5) and summary.attrs["ceiling_mean_bench"] == pytest.approx(1.0)
+    assert set(summary["method"]) == {"proxy", "score:knn_acc", "static:params"}
+
+
+def test_full_results_are_read_per_seed_on_each_tier_metric_from_the_tiers_own_experiments(tmp_path):
+    from gate.ranking.pipeline import ceilings, proxy_entries, read_full
+    from gate.tiers.expand import expand_tier
+    from gate.tiers.spec import parse_tier
+
+    doc = {"name": "t", "seeds": [0, 1], "overrides": {"trainer.max_steps": 8, "trainer.val_check_interval": 4},
+           "benchmarks": ["digits", "fmnist_video_speed"]}
+    plan = expand_tier(parse_tier(doc, "t"), ["resnet18_scratch", "vit_tiny_scratch", "efficientnet_lite0"], tmp_path)
+    entries, dropped = proxy_entries(plan, 0)
+    assert list(entries) == ["digits", "fmnist_video_speed"] and not dropped
+    quality = {"resnet18_scratch": 0.2, "vit_tiny_scratch": 0.5, "efficientnet_lite0": 0.9}
+    records = []
+    for exp in plan.experiments:
+        metric = "mae" if exp.dataset == "fmnist_video_speed" else "acc@1"
+        value = (1 - quality[exp.encoder]) if metric == "mae" else quality[exp.encoder] + 0.01 * exp.seed
+        records += [{"experiment": exp.id, "kind": "finetune", "split": "test", "metric": metric, "value": value,
+                     "facts": {"wall_seconds": 10.0, "params": 5.0}},
+                    {"experiment": exp.id, "kind": "finetune", "split": "test", "metric": "loss", "value": 9.0}]
+    full = read_full(plan, records[:-2], list(entries))  # the last experiment's records are missing
+    assert full.metric == {"digits": ("acc@1", True), "fmnist_video_speed": ("mae", False)}
+    assert full.values.loc["efficientnet_lite0", "digits"] == pytest.approx(0.905)  # mean over seeds 0 and 1
+    assert full.values.loc["efficientnet_lite0", "fmnist_video_speed"] == pytest.approx(-0.1)  # turned: higher is better
+    assert full.complete("digits", plan.encoders) and full.wall["vit_tiny_scratch × digits"] == pytest.approx(20.0)
+    last = plan.experiments[-1]
+    assert len(full.per_seed[last.dataset][last.seed]) == 2  # one encoder short on that seed
+    assert ceilings(full, ["digits"]) == {"digits": pytest.approx(1.0), "tier": pytest.approx(1.0)}
