@@ -104,12 +104,13 @@ def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
 
 
 def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None,
-                 manifest_dir: str | Path | None = None, force: bool = False):
+                 manifest_dir: str | Path | None = None, force: bool = False, spec: DatasetSpec | None = None):
     """The train/val/test splits of a dataset config: its builder's source splits through the split manifest
     (computed once from ``dataset.splits.seed`` and kept in ``manifest_dir``; in memory when None), then the
-    caps of ``max_samples`` (the train cap seeded by the run ``seed``)."""
+    caps of ``max_samples`` (the train cap seeded by the run ``seed``). ``spec``: the run's one spec of this
+    dataset (built here when not given)."""
     cfg = to_plain(dataset_cfg)
-    spec = build_spec(cfg)
+    spec = spec if spec is not None else build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
     closed = family(spec.task).closed_label_set  # the train split must then hold every declared class
     return make_splits(raw, seed=seed, max_samples=dict(max_samples or {}),
@@ -124,14 +125,17 @@ def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:
     return Path(paths["data"]).expanduser() / "manifests" if paths.get("data") else None
 
 
-def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter) -> GATEDataModule:
-    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` through ``adapter``."""
-    spec = build_spec(cfg["dataset"])
+def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter,
+                     spec: DatasetSpec | None = None) -> GATEDataModule:
+    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` through ``adapter``; ``spec``: the run's one spec
+    of the dataset (the adapter's), built here when not given."""
+    spec = spec if spec is not None else build_spec(cfg["dataset"])
     encoder.check_modality(spec.modality, spec.name)
     # Every value from the composed config (conf/run.yaml states the defaults, once); validation has checked them.
     data = to_plain(cfg["data"])
     caps = {split: data[f"max_{split}_samples"] for split in ("train", "val", "test")}
-    splits = build_splits(cfg["dataset"], seed=int(cfg["seed"]), max_samples=caps, manifest_dir=manifest_dir_of(cfg))
+    splits = build_splits(cfg["dataset"], seed=int(cfg["seed"]), max_samples=caps, manifest_dir=manifest_dir_of(cfg),
+                          spec=spec)
     return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data["batch_size"]),
                           eval_batch_size=data["eval_batch_size"], num_workers=int(data["num_workers"]),
                           seed=int(cfg["seed"]))

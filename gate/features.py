@@ -136,7 +136,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     if column is None:
         raise ValueError(f"dataset {spec.name!r} ({spec.task}) has no single-label target: transferability "
                          f"scores need class labels")
-    splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]})
+    splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]}, spec=spec)
 
     def labels_only(row):
         return {column: torch.as_tensor(int(row[column]), dtype=torch.long)}

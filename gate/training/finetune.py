@@ -71,8 +71,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     L.seed_everything(int(config["seed"]), workers=True, verbose=False)
 
     encoder = build_encoder(config["encoder"], config["dataset"].get("modality"), seed=int(config["seed"]))
-    adapter = build_adapter(config["adapter"], encoder, build_spec(config["dataset"]))
-    datamodule = build_datamodule(config, encoder, adapter)
+    spec = build_spec(config["dataset"])  # once per run: the adapter and the data module share it
+    adapter = build_adapter(config["adapter"], encoder, spec)
+    datamodule = build_datamodule(config, encoder, adapter, spec)
     recipe = config["recipe"]
     model = GATEModel(encoder, adapter,
                       optimizer=hydra.utils.instantiate(recipe["optimizer"], _convert_="all"),
