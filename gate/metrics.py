@@ -58,7 +58,7 @@ for _k in (1, 5):
     register(f"img2txt_acc@{_k}", True, 0.0, 1.0, description=f"image-to-text retrieval top-{_k} accuracy")
     register(f"txt2img_acc@{_k}", True, 0.0, 1.0, description=f"text-to-image retrieval top-{_k} accuracy")
 register("acc@1_ci95", False, 0.0, 1.0,
-         citation="Meta-Dataset (Triantafillou et al., ICLR 2020), learn/trainer.py: 1.96 * np.std / sqrt(n)",
+         citation="Meta-Dataset (Triantafillou et al., ICLR 2020): meta_dataset/trainer.py, 1.96 * np.std / sqrt(n)",
          description="few-shot: half-width of the 95% confidence interval of the mean per-episode accuracy, "
                      "1.96 * std (ddof 0) / sqrt(episodes); lower = a more precise estimate")
 register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class)")
