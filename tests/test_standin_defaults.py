@@ -10,8 +10,8 @@ from tests.helpers import compose_run
 
 # dataset -> resolved keys its plain run must keep (the values the stand-in's YAML sets, or the run defaults).
 EXPECTED = {
-    "fmnist_fewshot": {"trainer.max_steps": 60, "trainer.val_check_interval": 20, "adapter.max_shots": 5,
-                       "adapter.val_episodes": 20, "adapter.test_episodes": 40, "adapter.min_ways": 5},
+    "fmnist_fewshot": {"trainer.max_steps": 40, "trainer.val_check_interval": 20, "adapter.max_shots": 5,
+                       "adapter.val_episodes": 10, "adapter.test_episodes": 30, "adapter.min_ways": 5},
     "fmnist_seg": {"trainer.max_steps": 60, "trainer.val_check_interval": 20, "dataset.builder.train_size": 2000,
                    "dataset.builder.val_size": 150, "dataset.builder.test_size": 200},
     "fmnist_volume": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
