@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .adapters.base import Adapter
 from .data.datamodule import GATEDataModule
 from .data.spec import DatasetSpec
-from .data.splits import make_splits, split_options
+from .data.splits import cap_unit, make_splits, split_options
 from .encoders.base import GATEEncoder
 from .errors import GateError
 from .families import family
@@ -107,16 +107,18 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
                  manifest_dir: str | Path | None = None, force: bool = False, spec: DatasetSpec | None = None):
     """The train/val/test splits of a dataset config: its builder's source splits through the split manifest
     (computed once from ``dataset.splits.seed`` and kept in ``manifest_dir``; in memory when None), then the
-    caps of ``max_samples`` (the train cap seeded by the run ``seed``). ``spec``: the run's one spec of this
-    dataset (built here when not given)."""
+    caps of ``max_samples`` (the train cap seeded by the run ``seed``; whole groups of :func:`cap_unit`'s column).
+    ``spec``: the run's one spec of this dataset (built here when not given)."""
     cfg = to_plain(dataset_cfg)
     spec = spec if spec is not None else build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
     closed = family(spec.task).closed_label_set  # the train split must then hold every declared class
+    options = split_options(cfg)
     return make_splits(raw, seed=seed, max_samples=dict(max_samples or {}),
                        num_classes=spec.num_classes if closed else None, name=spec.name,
                        label_column=spec.label_column, manifest_dir=manifest_dir, hash_columns=list(spec.targets),
-                       force=force, **split_options(cfg))
+                       force=force, cap_group_column=cap_unit(spec.task, spec.targets, options["group_column"],
+                                                              spec.label_column), **options)
 
 
 def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:

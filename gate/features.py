@@ -58,9 +58,21 @@ def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | 
     config = to_plain(config)
     # "init": features cached before encoders were built seeded came from an unrecorded random initialisation
     # (for a scratch encoder); the marker keeps them from being reused.
-    return {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
-            "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples),
-            "init": "seeded"}
+    key = {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
+           "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples),
+           "init": "seeded"}
+    # A capped split of a grouped dataset holds whole groups (gate.data.splits.cap_unit); features cached when
+    # caps took random rows describe other examples, and the marker keeps them from being reused.
+    if max_samples is not None and _cap_unit(key["dataset"]) is not None:
+        key["cap"] = "whole groups"
+    return key
+
+
+def _cap_unit(dataset_cfg: Mapping[str, Any]) -> str | None:
+    from .data.splits import cap_unit
+
+    spec = build_spec(dataset_cfg)
+    return cap_unit(spec.task, spec.targets, (dataset_cfg.get("splits") or {}).get("group_column"), spec.label_column)
 
 
 def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> Path:

@@ -64,6 +64,10 @@ register("winoground_image", True, 0.0, 1.0, citation=_WINOGROUND,
          description="fraction of examples where both captions score their own image above the other image")
 register("winoground_group", True, 0.0, 1.0, citation=_WINOGROUND,
          description="fraction of examples meeting both the text and the image score")
+register("acc@1_ci95", False, 0.0, 1.0,
+         citation="Meta-Dataset (Triantafillou et al., ICLR 2020): meta_dataset/trainer.py, 1.96 * np.std / sqrt(n)",
+         description="few-shot: half-width of the 95% confidence interval of the mean per-episode accuracy, "
+                     "1.96 * std (ddof 0) / sqrt(episodes); lower = a more precise estimate")
 register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class)")
 register("auc_macro", True, 0.0, 1.0, description="area under the ROC curve, macro-averaged over classes")
 register("aps", True, 0.0, 1.0, description="average precision (one class)")

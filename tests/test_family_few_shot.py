@@ -49,14 +49,93 @@ def test_prototypes_and_logits_on_hand_made_features():
     swapped = adapter.make_metrics()
     swapped.update(logits, torch.tensor([1, 2, 0]))
     assert float(swapped.compute()["acc@1"]) == 0.0
-    # Accuracy pools queries across episodes of different ways: 3/3 + 1/2 = 4/5.
+    # Accuracy is the mean over episodes of each episode's accuracy: (3/3 + 1/2) / 2, not the pooled 4/5.
     swapped.reset()
     swapped.update(logits, torch.tensor([0, 1, 2]))
     swapped.update(torch.tensor([[0., -1.], [0., -1.]]), torch.tensor([0, 1]))
-    assert float(swapped.compute()["acc@1"]) == pytest.approx(0.8)
+    assert float(swapped.compute()["acc@1"]) == pytest.approx(0.75, abs=1e-6)
     assert adapter.batch_size(batch) == 3
     loss = adapter.loss(logits, adapter.target(batch))
     assert float(loss) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, torch.tensor([0, 1, 2]))))
+
+
+def episode_logits(ways: int, queries_per_class: int, correct: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits and targets of one episode of ``ways`` classes whose first ``correct`` queries are answered right
+    (the others are given the next class)."""
+    target = torch.arange(ways).repeat_interleave(queries_per_class)
+    predicted = torch.where(torch.arange(target.numel()) < correct, target, (target + 1) % ways)
+    return torch.nn.functional.one_hot(predicted, ways).float() * 2.0, target
+
+
+# A 5-way episode of 25 queries (20 right, accuracy 0.8) and a 50-way one of 250 queries (100 right, 0.4).
+MIXED = [episode_logits(5, 5, 20), episode_logits(50, 5, 100)]
+# By hand: the mean over episodes is (0.8 + 0.4) / 2 = 0.6; pooled over queries it would be 120 / 275 = 0.436.
+# Population std (ddof 0) of {0.8, 0.4} is 0.2, so the 95% half-width is 1.96 * 0.2 / sqrt(2) = 0.27719
+# (with ddof 1 it would be 0.39200).
+MIXED_MEAN, MIXED_POOLED, MIXED_CI95 = 0.6, 120 / 275, 1.96 * 0.2 / 2 ** 0.5
+
+
+def test_accuracy_is_the_mean_over_episodes_with_its_95_percent_interval():
+    metrics = ProtoNet(feature_dim=2).make_metrics()
+    for logits, target in MIXED:
+        metrics.update(logits, target)
+    values = {k: float(v) for k, v in metrics.compute().items()}
+    assert values["acc@1"] == pytest.approx(MIXED_MEAN, abs=1e-6)
+    assert abs(values["acc@1"] - MIXED_POOLED) > 0.1  # the pooled value is what the old metric reported
+    assert values["acc@1_ci95"] == pytest.approx(MIXED_CI95, abs=1e-6)
+    # Three episodes 1.0, 0.5, 0.0: mean 0.5, population std sqrt(1/6), half-width 1.96 * sqrt(1/6) / sqrt(3).
+    metrics.reset()
+    for logits, target in (episode_logits(2, 1, 2), episode_logits(2, 1, 1), episode_logits(4, 1, 0)):
+        metrics.update(logits, target)
+    values = {k: float(v) for k, v in metrics.compute().items()}
+    assert values["acc@1"] == pytest.approx(0.5, abs=1e-6)
+    assert values["acc@1_ci95"] == pytest.approx(1.96 * (1 / 6) ** 0.5 / 3 ** 0.5, abs=1e-6)
+
+
+def test_episode_accuracy_states_are_sums_so_ranks_reduce_exactly():
+    from gate.adapters.few_shot import EpisodeAccuracy
+
+    whole, rank0, rank1 = EpisodeAccuracy("ci95"), EpisodeAccuracy("ci95"), EpisodeAccuracy("ci95")
+    assert set(whole._reductions) == {"accuracy_sum", "accuracy_sq_sum", "episodes"}
+    assert {fx.__name__ for fx in whole._reductions.values()} == {"dim_zero_sum"}  # dist_reduce_fx="sum"
+    for logits, target in MIXED:
+        whole.update(logits, target)
+    rank0.update(*MIXED[0])
+    rank1.update(*MIXED[1])
+    rank0.merge_state(rank1)  # what the all-reduce does: sum each state over ranks
+    assert float(rank0.compute()) == pytest.approx(float(whole.compute()), abs=1e-9)
+    assert float(rank0.compute()) == pytest.approx(MIXED_CI95, abs=1e-6)
+    one = EpisodeAccuracy("ci95")
+    one.update(*MIXED[0])
+    assert torch.isnan(one.compute())  # one episode has no spread to measure
+    with pytest.raises(ValueError, match="test_episodes=1"):
+        ProtoNet(feature_dim=2, test_episodes=1)
+
+
+def test_ensembles_score_the_mean_over_episodes():
+    import lightning as L
+    from torch.utils.data import DataLoader
+
+    from gate.training.ensemble import EnsembleTester
+
+    class Fixed(torch.nn.Module):
+        """A member that returns fixed logits per episode (looked up by the batch's episode index)."""
+
+        def __init__(self, episodes):
+            super().__init__()
+            self.episodes = [logits for logits, _ in episodes]
+            self.adapter = ProtoNet(feature_dim=2)
+
+        def forward(self, batch):
+            return self.episodes[int(batch["episode"])]
+
+    batches = [{"episode": torch.tensor(i), "query_label": target} for i, (_, target) in enumerate(MIXED)]
+    tester = EnsembleTester([Fixed(MIXED), Fixed(MIXED)], sizes=(1, 2))
+    trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    out = trainer.test(tester, DataLoader(batches, batch_size=None), verbose=False)[0]
+    for name in ("test/acc@1", "test/ensemble_1/acc@1", "test/ensemble_2/acc@1"):
+        assert out[name] == pytest.approx(MIXED_MEAN, abs=1e-6), name
+    assert out["test/ensemble_2/acc@1_ci95"] == pytest.approx(MIXED_CI95, abs=1e-6)
 
 
 def test_projection_switch_adds_a_learned_layer():

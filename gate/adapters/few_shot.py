@@ -22,10 +22,16 @@ Design:
 * A dataset states its episode protocol in ``options.episodes`` (GATE's values per benchmark, see
   conf/dataset/*.yaml and docs/datasets.md); the adapter's keys default to it (conf/adapter/protonet.yaml) and
   ``max_support`` / ``adaptive_queries`` are read from it unless given.
-* Metric ``acc@1``: query accuracy pooled over all episodes (correct / total queries; episodes have a
-  variable number of ways, so a fixed-C torchmetrics accuracy does not apply). Checkpoints ranked by it.
+* Metrics (:class:`EpisodeAccuracy`): ``acc@1`` is the **mean over episodes** of each episode's query accuracy
+  (the few-shot convention, and GATE's epoch mean of per-episode accuracies): every episode weighs the same, so
+  a 50-way episode with 250 queries does not outweigh a 5-way one with 25, as pooling all queries would.
+  ``acc@1_ci95`` is the half-width of its 95% confidence interval, ``1.96 · std / sqrt(episodes)`` with the
+  population std (ddof 0) of the per-episode accuracies, as Meta-Dataset's trainer computes it. One metric
+  update is one episode (one batch). Checkpoints are ranked by ``acc@1``. The states are sums (accuracies, their
+  squares, episodes), so they reduce exactly across data-parallel ranks.
 * Ensembles average the checkpoints' class probabilities per query (returned as log-probabilities), not the
-  raw negative distances, whose scale differs between checkpoints.
+  raw negative distances, whose scale differs between checkpoints. The ensemble tester combines the members'
+  predictions batch by batch, i.e. episode by episode, so ``ensemble_<k>/acc@1`` is a per-episode mean too.
 
 ``data.batch_size`` / ``data.eval_batch_size`` do not apply: an episode's size is set by its ways and shots.
 """
@@ -60,24 +66,46 @@ def prototypical_logits(support: torch.Tensor, support_label: torch.Tensor, quer
     return -distances.clamp_min(0)
 
 
-class QueryAccuracy(Metric):
-    """Top-1 accuracy over every query of every episode seen (predictions (Q, N_episode), targets (Q,))."""
+class EpisodeAccuracy(Metric):
+    """Mean over episodes of the query accuracy of each episode, or the half-width of its 95% confidence interval.
+
+    Each :meth:`update` is one episode: predictions (Q, N_episode), targets (Q,). ``output="mean"`` computes
+    ``Σ a_e / n``; ``output="ci95"`` computes ``1.96 · σ / √n``, ``σ`` the population std (ddof 0) of the
+    per-episode accuracies ``a_e`` (Meta-Dataset's ``np.std(accuracies) * 1.96 / np.sqrt(len(accuracies))``),
+    undefined (NaN) below two episodes. States are sums in float64 (``Σ a_e``, ``Σ a_e²``, ``n``), reduced by
+    summing across ranks; both outputs share them (one torchmetrics compute group).
+    """
 
     higher_is_better = True
     is_differentiable = False
     full_state_update = False
 
-    def __init__(self, **kwargs: Any) -> None:
+    def __init__(self, output: str = "mean", **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.add_state("correct", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
+        if output not in ("mean", "ci95"):
+            raise ValueError(f"EpisodeAccuracy: output={output!r}; valid: 'mean', 'ci95'")
+        self.output = output
+        self.add_state("accuracy_sum", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("accuracy_sq_sum", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("episodes", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
 
     def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
-        self.correct += (preds.argmax(dim=-1) == target).sum()
-        self.total += target.numel()
+        if target.numel() == 0:
+            raise ValueError("EpisodeAccuracy: an episode with no query has no accuracy")
+        accuracy = (preds.argmax(dim=-1) == target).to(torch.float64).mean()
+        self.accuracy_sum += accuracy
+        self.accuracy_sq_sum += accuracy * accuracy
+        self.episodes += 1
 
     def compute(self) -> torch.Tensor:
-        return self.correct.float() / self.total.clamp_min(1)
+        n = self.episodes
+        mean = self.accuracy_sum / n if n > 0 else torch.tensor(float("nan"), dtype=torch.float64)
+        if self.output == "mean":
+            return mean.float()
+        if n < 2:
+            return torch.tensor(float("nan"))
+        variance = (self.accuracy_sq_sum / n - mean * mean).clamp_min(0.0)  # population variance (ddof 0)
+        return (1.96 * variance.sqrt() / n.sqrt()).float()
 
 
 class EpisodeSampler:
@@ -222,6 +250,9 @@ class ProtoNet(Adapter):
         if min_ways < 2 or max_ways < min_ways or max_shots < min_shots:
             raise ValueError(f"ProtoNet needs 2 <= min_ways <= max_ways and min_shots <= max_shots, got ways "
                              f"{min_ways}..{max_ways}, shots {min_shots}..{max_shots}")
+        if int(test_episodes) < 2:
+            raise ValueError(f"ProtoNet: test_episodes={test_episodes}; the 95% confidence interval of the episode "
+                             f"mean (acc@1_ci95) needs at least 2 test episodes")
         if max_support is not None and int(max_support) < max_ways * min_shots:
             raise ValueError(f"ProtoNet: max_support={max_support} support images cannot hold {max_ways} ways of "
                              f"{min_shots} shots; raise it to >= {max_ways * min_shots} or lower max_ways")
@@ -254,7 +285,7 @@ class ProtoNet(Adapter):
         return F.cross_entropy(predictions.float(), target)
 
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({"acc@1": QueryAccuracy()})
+        return MetricCollection({"acc@1": EpisodeAccuracy("mean"), "acc@1_ci95": EpisodeAccuracy("ci95")})
 
     def combine(self, predictions: Sequence[torch.Tensor]) -> torch.Tensor:
         """Log of the checkpoints' mean class probabilities per query (one episode)."""
@@ -308,4 +339,4 @@ class ProtoNet(Adapter):
 
 register_family(TaskFamily(
     name="few_shot", targets=frozenset({"class"}), default_targets={"label": "class"}, default_adapter="protonet",
-    metrics=("loss", "acc@1"), summary_label="Few-Shot Img Class", renderer="episode_grid"))
+    metrics=("loss", "acc@1", "acc@1_ci95"), summary_label="Few-Shot Img Class", renderer="episode_grid"))

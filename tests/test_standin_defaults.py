@@ -1,0 +1,51 @@
+"""Each stand-in's plain `gate-run dataset=<name>` composes the short defaults its dataset config sets (README
+"Stand-in defaults": measured to finish in about two minutes on 2 CPU cores); presets and the command line win."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from tests.helpers import compose_run
+
+# dataset -> resolved keys its plain run must keep (the values the stand-in's YAML sets, or the run defaults).
+EXPECTED = {
+    "fmnist_fewshot": {"trainer.max_steps": 40, "trainer.val_check_interval": 20, "adapter.max_shots": 5,
+                       "adapter.val_episodes": 10, "adapter.test_episodes": 30, "adapter.min_ways": 5},
+    "fmnist_seg": {"trainer.max_steps": 40, "trainer.val_check_interval": 20, "dataset.builder.train_size": 2000,
+                   "dataset.builder.val_size": 100, "dataset.builder.test_size": 150},
+    "fmnist_volume": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_multilabel": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_pairs": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_relational": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_video": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_video_speed": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "digits": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fashion_mnist": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "bbc_news": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+}
+
+
+def resolved(tmp_path, overrides):
+    return OmegaConf.to_container(compose_run(tmp_path, overrides), resolve=True)
+
+
+def value(config, dotted):
+    for part in dotted.split("."):
+        config = config[part]
+    return config
+
+
+@pytest.mark.parametrize("dataset", sorted(EXPECTED))
+def test_plain_run_of_each_standin_keeps_its_short_defaults(dataset, tmp_path):
+    config = resolved(tmp_path, [f"dataset={dataset}"])
+    got = {key: value(config, key) for key in EXPECTED[dataset]}
+    assert got == EXPECTED[dataset]
+
+
+def test_presets_and_the_command_line_still_win_over_a_standins_defaults(tmp_path):
+    assert value(resolved(tmp_path, ["dataset=fmnist_fewshot", "experiment=paper_finetune"]), "trainer.max_steps") == 10000
+    mine = resolved(tmp_path, ["dataset=fmnist_seg", "trainer.max_steps=7", "trainer.val_check_interval=7"])
+    assert (value(mine, "trainer.max_steps"), value(mine, "trainer.val_check_interval")) == (7, 7)
+    shots = resolved(tmp_path, ["dataset=fmnist_fewshot", "adapter.max_shots=3", "adapter.test_episodes=9"])
+    assert (value(shots, "adapter.max_shots"), value(shots, "adapter.test_episodes")) == (3, 9)
