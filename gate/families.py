@@ -45,6 +45,8 @@ class TaskFamily:
     renderer: the name of its validation figure in ``gate.training.visuals.RENDERERS`` (None: no figure).
     transferability: whether gate-score's transferability scores apply (one class label per example, the same
         classes in every split); gate-tier scores only such datasets.
+    caps_whole_classes: whether a sample cap keeps whole classes (episodes need every image of a class), when the
+    dataset declares no other group (gate.data.splits.cap_unit).
     closed_label_set: whether its train split must hold exactly ``num_classes`` classes (single-label tasks whose
         splits share one label set; not few-shot, whose splits hold disjoint classes).
     min_eval_examples: the fewest examples a val/test split cap may leave, with ``min_eval_reason`` (why).
@@ -63,6 +65,7 @@ class TaskFamily:
     renderer: str | None = None
     transferability: bool = False
     closed_label_set: bool = False
+    caps_whole_classes: bool = False
     min_eval_examples: int = 1
     min_eval_reason: str = ""
     new_target_kinds: Mapping[str, str] = dataclasses.field(default_factory=dict)

@@ -339,4 +339,5 @@ class ProtoNet(Adapter):
 
 register_family(TaskFamily(
     name="few_shot", targets=frozenset({"class"}), default_targets={"label": "class"}, default_adapter="protonet",
-    metrics=("loss", "acc@1", "acc@1_ci95"), summary_label="Few-Shot Img Class", renderer="episode_grid"))
+    metrics=("loss", "acc@1", "acc@1_ci95"), summary_label="Few-Shot Img Class", renderer="episode_grid",
+    caps_whole_classes=True))

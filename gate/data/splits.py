@@ -35,14 +35,15 @@ def labels_of(ds: datasets.Dataset, column: str) -> np.ndarray:
 def cap_unit(task: str, targets: Mapping[str, str], group_column: str | None,
              label_column: str | None) -> str | None:
     """The column whose groups a cap keeps whole: the split's declared group column, else the column of a
-    ``volume`` (slices of one volume) or ``image_group`` (rows of one image) target, else (few-shot) the class
-    column; None when rows stand alone."""
+    ``volume`` (slices of one volume) or ``image_group`` (rows of one image) target, else the class column for a
+    family whose caps keep whole classes (few-shot: its registry entry); None when rows stand alone."""
+    from ..families import family
     if group_column:
         return group_column
     grouped = [c for c, kind in targets.items() if kind in ("volume", "image_group")]
     if grouped:
         return grouped[0]
-    return label_column if task == "few_shot" else None
+    return label_column if family(task).caps_whole_classes else None
 
 
 def _whole_groups(ds: datasets.Dataset, cap: int, seed: int, column: str) -> datasets.Dataset:

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from gate.errors import ConfigError
+from gate.families import family
 from gate.ranking import stats
 from gate.ranking.budget import Ledger
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark
@@ -170,7 +171,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         return values, seconds
     seed0 = plan.experiments[0].seed
     for exp in plan.experiments:
-        if exp.dataset not in benchmarks or exp.seed != seed0 or exp.config["dataset"].get("task") != "classification":
+        if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
             continue
         ovs = [f"paths.root={plan.root}", f"dataset={exp.dataset}", f"encoder={exp.encoder}",
                f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
