@@ -1,16 +1,27 @@
-"""Helpers shared by the engine tests: compose run configs into a temporary output root."""
+"""Helpers shared by the engine tests: compose run configs into a temporary output root, call an entry point in
+process as a user's command line would, and kill a command mid-run."""
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
+
+# The tiny-run overrides (32 px, a few steps, capped splits, CSV logging, no logging callbacks, no progress bar)
+# live in one preset, conf/experiment/smoke.yaml: a test adds SMOKE and then only what it is about.
+SMOKE = ["experiment=smoke"]
 
 # A tiny, fast, but real run: pretrained EfficientNet-Lite0 on scikit-learn digits at 32 px, 60 steps.
 FAST = [
@@ -33,12 +44,61 @@ def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run")
 
 def sigkill_once(module: str, args: list[str], runs_dir: Path, pattern: str, timeout: float) -> None:
     """Start ``python -m <module> <args>`` (GATE_DEBUG unset), wait until a file matching ``pattern`` appears
-    under ``runs_dir`` (at most ``timeout`` s), then SIGKILL it: a run killed mid-way, as a cluster does."""
+    under ``runs_dir`` (at most ``timeout`` s), then SIGKILL it: a run killed mid-way, as a cluster does. The file is
+    polled every 50 ms, so a run a few steps long is still killed before it ends."""
     env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
     proc = subprocess.Popen([sys.executable, "-m", module, *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)
     deadline = time.time() + timeout
     while time.time() < deadline and not list(runs_dir.glob(pattern)):
-        time.sleep(0.2)
+        time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+@dataclass
+class CliResult:
+    """What a command left: its exit code and everything it wrote to stdout and stderr."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def call_cli(main: Callable[[], object], argv: Sequence[str], capsys, prog: str = "gate") -> CliResult:
+    """Run an entry point's ``main()`` in this process as ``prog *argv`` would run (Hydra parses ``sys.argv``),
+    and undo what an entry point does to its process (env vars, the temp dir, warning format, Hydra's global
+    state). An exception that escapes becomes a traceback in ``stderr``, as a real process would print it.
+    ``capsys`` is the test's pytest fixture; GATE_DEBUG and HYDRA_FULL_ERROR are unset for the call."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    saved_env, saved_argv, saved_tempdir = dict(os.environ), sys.argv, tempfile.tempdir
+    saved_format, saved_levels = warnings.formatwarning, _logger_levels()
+    capsys.readouterr()  # what came before is not this command's output
+    os.environ.pop("GATE_DEBUG", None)
+    os.environ.pop("HYDRA_FULL_ERROR", None)
+    GlobalHydra.instance().clear()
+    sys.argv = [prog, *argv]
+    code, crash = 0, ""
+    try:
+        with warnings.catch_warnings():
+            main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+    except BaseException:  # noqa: BLE001 - a real process would die with this traceback
+        code, crash = 1, traceback.format_exc()
+    finally:
+        sys.argv = saved_argv
+        os.environ.clear()
+        os.environ.update(saved_env)
+        tempfile.tempdir = saved_tempdir
+        warnings.formatwarning = saved_format
+        for name, level in saved_levels.items():
+            logging.getLogger(name).setLevel(level)
+        GlobalHydra.instance().clear()
+    out = capsys.readouterr()
+    return CliResult(code, out.out, out.err + crash)
+
+
+def _logger_levels() -> dict[str, int]:
+    return {name: logging.getLogger(name).level for name in ("lightning.pytorch", "lightning.fabric", "lightning")}

@@ -1,16 +1,19 @@
 """Bad inputs to gate-analysis and gate-eevee: one line naming the file or key on stderr, a non-zero exit
-code, never a traceback. Each case runs the real command line in a subprocess on a tiny table."""
+code, never a traceback. Each case runs the real command line (Hydra parses ``sys.argv``) through the entry
+point's ``main()`` in this process, from the test's temporary directory, on a tiny table (tests/helpers.py
+``call_cli``); the real subprocess runs of both commands are in test_analysis_e2e.py and test_eevee.py."""
 
 from __future__ import annotations
 
 import gzip
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gate.analysis.load import load_results
+from gate.cli import analysis, eevee
+
+from helpers import CliResult, call_cli
 
 TINY_EEVEE = ["population=4", "keep=2", "children=1", "generations=0", "n_splits=2", "epochs=1", "hidden=4",
               "progress=false", "importance=false", "figures=false"]
@@ -53,11 +56,22 @@ CASES = ["missing", "directory", "png", "gzip", "binary_jsonl", "latin1", "empty
          "missing_columns", "no_encoders"]
 
 
-def _run(module: str, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+MAINS = {"gate.cli.analysis": (analysis.main, "gate-analysis"), "gate.cli.eevee": (eevee.main, "gate-eevee")}
 
 
-def _check(proc: subprocess.CompletedProcess, cmd: str, expect: str) -> None:
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch, capsys):
+    """``run(module, args)``: the command, in process, from the test's temporary directory."""
+    monkeypatch.chdir(tmp_path)
+
+    def run(module: str, args: list[str]) -> CliResult:
+        main, prog = MAINS[module]
+        return call_cli(main, args, capsys, prog=prog)
+
+    return run
+
+
+def _check(proc: CliResult, cmd: str, expect: str) -> None:
     text = proc.stdout + proc.stderr
     assert proc.returncode == 2, text[-2000:]
     assert "Traceback" not in text, text[-2000:]
@@ -72,9 +86,9 @@ def bad(tmp_path_factory):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_gate_analysis_refuses_bad_input_in_one_line(bad, case, tmp_path):
+def test_gate_analysis_refuses_bad_input_in_one_line(bad, case, tmp_path, in_tmp):
     path, expect = bad[case]
-    proc = _run("gate.cli.analysis", [f"results={path}", f"out={tmp_path / 'out'}", "figures=false"], tmp_path)
+    proc = in_tmp("gate.cli.analysis", [f"results={path}", f"out={tmp_path / 'out'}", "figures=false"])
     _check(proc, "gate-analysis", expect)
     if case not in ("missing_columns", "no_encoders", "constant", "inf", "minus_inf_wide"):
         assert path.name in proc.stderr  # the offending path is named
@@ -82,31 +96,31 @@ def test_gate_analysis_refuses_bad_input_in_one_line(bad, case, tmp_path):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_gate_eevee_refuses_bad_input_in_one_line(bad, case, tmp_path):
+def test_gate_eevee_refuses_bad_input_in_one_line(bad, case, tmp_path, in_tmp):
     path, expect = bad[case]
-    proc = _run("gate.cli.eevee", [f"table={path}", f"out={tmp_path / 'out'}", "k=1", *TINY_EEVEE], tmp_path)
+    proc = in_tmp("gate.cli.eevee", [f"table={path}", f"out={tmp_path / 'out'}", "k=1", *TINY_EEVEE])
     _check(proc, "gate-eevee", expect)
     assert path.name in proc.stderr
 
 
-def test_unknown_filter_column_is_named(tmp_path):
+def test_unknown_filter_column_is_named(tmp_path, in_tmp):
     table = tmp_path / "ok.csv"
     table.write_text("encoder,dataset,metric,value\na,x,acc@1,0.5\nb,x,acc@1,0.7\nc,x,acc@1,0.6\n")
-    proc = _run("gate.cli.analysis", [f"results={table}", f"out={tmp_path / 'out'}", "figures=false",
-                                      "+filters.colour=red"], tmp_path)
+    proc = in_tmp("gate.cli.analysis", [f"results={table}", f"out={tmp_path / 'out'}", "figures=false",
+                                        "+filters.colour=red"])
     _check(proc, "gate-analysis", "filter on unknown column 'colour'")
 
 
-def test_eevee_k_forms_on_the_command_line(tmp_path):
+def test_eevee_k_forms_on_the_command_line(tmp_path, in_tmp):
     """k=1-2 runs one search per k (k=[1,2]: the slow test in test_eevee.py); a bare k=1,2 is Hydra's sweep
     syntax: refused, no traceback."""
     table = tmp_path / "t.csv"
     table.write_text("family,dataset,metric,higher_is_better,a,b,c,d,e\n"
                      "F,x,acc@1,true,1,2,3,4,5\nF,y,acc@1,true,2,1,4,3,5\nF,z,acc@1,true,5,3,1,2,4\n")
-    proc = _run("gate.cli.eevee", [f"table={table}", f"out={tmp_path / 'out'}", "k=1-2", *TINY_EEVEE], tmp_path)
+    proc = in_tmp("gate.cli.eevee", [f"table={table}", f"out={tmp_path / 'out'}", "k=1-2", *TINY_EEVEE])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "k=1: best subset" in proc.stdout and "k=2: best subset" in proc.stdout
-    proc = _run("gate.cli.eevee", [f"table={table}", "k=1,2", *TINY_EEVEE], tmp_path)
+    proc = in_tmp("gate.cli.eevee", [f"table={table}", "k=1,2", *TINY_EEVEE])
     assert proc.returncode != 0 and "Traceback" not in proc.stdout + proc.stderr
     assert "k=1,2" in proc.stderr
 

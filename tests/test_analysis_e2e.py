@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -158,20 +157,24 @@ def test_report_opens_in_a_headless_browser_and_shows_its_figures(report, tmp_pa
 
 
 @pytest.mark.slow
-def test_gate_run_and_gate_score_records_to_report(tmp_path):
-    """Real records of gate-run (one tiny fine-tune) and gate-score (three encoders), plus copies of the
-    fine-tuning records for the two other encoders, through gate-analysis to a report that opens."""
+def test_gate_run_and_gate_score_records_to_report(tmp_path, digits_smoke_run, monkeypatch, capsys):
+    """Real records of gate-run (one tiny fine-tune: the session's finished digits run, conftest.py) and gate-score
+    (three encoders), plus copies of the fine-tuning records for the two other encoders, through gate-analysis to a
+    report that opens. gate-score and gate-analysis run their command lines in process (tests/helpers.py call_cli);
+    their real processes are tested in test_gate_score.py and above."""
+    from gate.cli import analysis
+    from gate.cli import score as score_cli
+
+    from helpers import call_cli
+
     root = tmp_path / "gate_outputs"
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    run = subprocess.run([sys.executable, "-m", "gate.cli.run", "dataset=digits", "encoder=resnet18_scratch",
-                          "trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_val_samples=64",
-                          "data.max_test_samples=64", "logger=csv", f"paths.root={root}"],
-                         capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
+    (root / "results").mkdir(parents=True)
+    shutil.copy(digits_smoke_run[0] / "results" / "records.jsonl", root / "results" / "records.jsonl")
+    monkeypatch.chdir(tmp_path)
     encoders = ["resnet18_scratch", "vit_tiny_scratch", "efficientnet_lite0"]
-    score = subprocess.run([sys.executable, "-m", "gate.cli.score", "-m", f"encoder={','.join(encoders)}",
-                            "dataset=digits", "max_samples=150", "image_size=32", "progress_bar=false",
-                            f"paths.root={root}"], capture_output=True, text=True, timeout=600, cwd=tmp_path, env=env)
+    score = call_cli(score_cli.main, ["-m", f"encoder={','.join(encoders)}", "dataset=digits", "max_samples=150",
+                                      "image_size=32", "progress_bar=false", f"paths.root={root}"], capsys,
+                     prog="gate-score")
     assert score.returncode == 0, score.stderr[-3000:]
     store = ResultsStore(root / "results" / "records.jsonl")
     real = [r for r in store.records() if r["kind"] == "finetune"]
@@ -183,8 +186,7 @@ def test_gate_run_and_gate_score_records_to_report(tmp_path):
             extra.append(Record(**{**r, "experiment": f"{r['experiment']}-{enc}", "encoder": enc, "config": cfg,
                                    "value": float(r["value"]) * (1.2 + 0.3 * i), "timestamp": ""}))
     store.append(extra)
-    proc = subprocess.run([sys.executable, "-m", "gate.cli.analysis", f"paths.root={root}", "target=acc@1"],
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    proc = call_cli(analysis.main, [f"paths.root={root}", "target=acc@1"], capsys, prog="gate-analysis")
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = root / "reports" / "latest"
     for name in EXPECTED + ["figures/scores_digits_acc@1.png"]:

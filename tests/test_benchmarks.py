@@ -1,7 +1,7 @@
 """Every benchmark with a fixture: its tiny local copy (the real source's schema, written by the test) loads
 through the real loader with ``dataset.data_dir``, yields the declared task spec and target kinds, gets a
-disjoint, deterministic, reused split manifest, and fine-tunes for two steps with its default adapter and
-EfficientNet-Lite0 (in-process, 32 px)."""
+disjoint, deterministic, reused split manifest, and fine-tunes for one step (one training batch, one validation,
+the test) with its default adapter and EfficientNet-Lite0 (in-process, 32 px, the smoke preset)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,13 @@ from benchmark_fixtures import all_fixtures
 from gate.build import build_spec, build_splits, manifest_dir_of
 from gate.data.manifest import SPLITS
 
-from helpers import compose_run
+from helpers import SMOKE, compose_run
 
 FIXTURES = all_fixtures()
-TRAIN = ["image_size=32", "logger=csv", "trainer.max_steps=2", "trainer.val_check_interval=2",
-         "trainer.enable_progress_bar=false", "ensembles=[1]", "keep_checkpoints=none", "data.batch_size=4",
-         "data.eval_batch_size=8", "data.max_val_samples=null", "data.max_test_samples=null",
-         "callbacks=none"]
+# The smoke preset, one training batch of 4, whole (tiny) splits unless capped below, no checkpoint kept.
+TRAIN = [*SMOKE, "trainer.max_steps=1", "trainer.val_check_interval=1", "keep_checkpoints=none", "data.batch_size=4",
+         "data.eval_batch_size=8", "data.max_train_samples=null", "data.max_val_samples=null",
+         "data.max_test_samples=null"]
 
 
 def overrides(key, copy, extra):
@@ -83,7 +83,7 @@ def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(FIXTURES))
-def test_benchmark_trains_two_steps_with_its_default_adapter(key, tmp_path):
+def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
     from gate.training.finetune import run_finetune
 
     copy = tmp_path / "copy"

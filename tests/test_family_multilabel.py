@@ -1,18 +1,18 @@
 """The multi-label family: the multilabel_classifier adapter and the fmnist_multilabel stand-in."""
 
-import subprocess
-import sys
-
 import datasets
 import numpy as np
 import pytest
 import torch
 
 from gate.adapters.multilabel import MultilabelClassifier
+from gate.cli import run as run_cli
 from gate.data.datamodule import GATEDataModule
 from gate.data.spec import DatasetSpec
 from gate.data.standins.multilabel import CLASS_NAMES, fmnist_multilabel
 from gate.metrics import lookup
+
+from helpers import SMOKE, call_cli
 
 NAMES = ("a", "b", "c")
 SPEC = DatasetSpec(name="toy", modality="image", task="multilabel", num_classes=3, class_names=NAMES,
@@ -139,14 +139,14 @@ def test_forward_backward_on_a_standin_batch_through_efficientnet_lite0(tiny):
 
 
 @pytest.mark.slow
-def test_gate_run_end_to_end(tmp_path):
+def test_gate_run_end_to_end(tmp_path, capsys):
     from gate.results import ResultsStore
 
-    cmd = [sys.executable, "-m", "gate.cli.run", "dataset=fmnist_multilabel", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
-           "dataset.builder.test_size=12", "data.batch_size=8"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
+    args = ["dataset=fmnist_multilabel", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "dataset.builder.train_size=24", "dataset.builder.val_size=12", "dataset.builder.test_size=12",
+            "data.batch_size=8"]
+    done = call_cli(run_cli.main, args, capsys, prog="gate-run")
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records(kind="finetune")
     metrics = {r["metric"] for r in records if r["split"] == "test"}

@@ -1,9 +1,5 @@
 """Relational reasoning: the per-answer-type question-answering adapter and the fmnist_relational stand-in."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import datasets
 import numpy as np
 import pytest
@@ -12,11 +8,12 @@ from torch.nn import functional as F
 
 from gate.adapters.relational import AnswerAccuracy, RelationalReasoner, hash_words, own_slices
 from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
+from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.relational import ANSWER_TYPES, fmnist_relational
 from gate.results import ResultsStore
 
-from helpers import compose_run
+from helpers import SMOKE, call_cli, compose_run
 
 TINY = ["dataset=fmnist_relational", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=12", "data.eval_batch_size=12"]
@@ -175,12 +172,12 @@ def test_stand_in_is_seeded_balanced_and_declared_in_the_yaml(built):
 
 
 @pytest.mark.slow
-def test_gate_run_end_to_end(tmp_path):
-    cmd = [sys.executable, "-m", "gate.cli.run", "dataset=fmnist_relational", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "dataset.builder.train_size=32", "dataset.builder.val_size=16",
-           "dataset.builder.test_size=16", "data.batch_size=8", "data.eval_batch_size=8"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
+def test_gate_run_end_to_end(tmp_path, capsys):
+    # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
+    args = ["dataset=fmnist_relational", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "dataset.builder.train_size=32", "dataset.builder.val_size=16", "dataset.builder.test_size=16",
+            "data.batch_size=8", "data.eval_batch_size=8"]
+    done = call_cli(run_cli.main, args, capsys, prog="gate-run")
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records(kind="finetune")
     test = {r["metric"] for r in records if r["split"] == "test"}

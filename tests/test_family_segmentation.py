@@ -3,8 +3,7 @@ per-volume re-assembly), ensembling, bad inputs, a real batch through EfficientN
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
 
 import datasets
 import numpy as np
@@ -13,9 +12,12 @@ import torch
 from torch.nn import functional as F
 
 from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter, VolumeSegmentationMetric, segmentation_losses
+from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.segmentation import IGNORE, fmnist_seg, fmnist_volume
 from gate.results import ResultsStore
+
+from helpers import SMOKE, call_cli
 
 SEG = DatasetSpec(name="fmnist_seg", modality="image", task="segmentation", num_classes=11,
                   targets={"mask": "mask"}, ignore_index=IGNORE)
@@ -187,19 +189,25 @@ def test_standins_are_seeded_and_well_formed():
     assert set(v["val"]["volume"]).isdisjoint(set(v["test"]["volume"]) | {0, 1})  # ids unique across splits
 
 
-def _run(tmp_path, dataset: str, sizes: list[str]) -> list[dict]:
-    cmd = [sys.executable, "-m", "gate.cli.run", f"dataset={dataset}", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "adapter.hidden_dim=32", "adapter.num_heads=2", "adapter.depth=1", *sizes]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+def _run(tmp_path, dataset: str, sizes: list[str], capsys) -> list[dict]:
+    # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks,
+    # run from the test's temporary directory
+    args = [f"dataset={dataset}", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "adapter.hidden_dim=32", "adapter.num_heads=2", "adapter.depth=1", *sizes]
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        proc = call_cli(run_cli.main, args, capsys, prog="gate-run")
+    finally:
+        os.chdir(here)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return ResultsStore(tmp_path / "results" / "records.jsonl").records()
 
 
 @pytest.mark.slow
-def test_gate_run_fmnist_seg(tmp_path):
+def test_gate_run_fmnist_seg(tmp_path, capsys):
     rows = _run(tmp_path, "fmnist_seg", ["dataset.builder.train_size=32", "dataset.builder.val_size=8",
-                                         "dataset.builder.test_size=8"])
+                                         "dataset.builder.test_size=8"], capsys)
     names = {r["metric"] for r in rows if r["split"] == "test"}
     for metric in ("miou", "mean_acc", "overall_acc", "dice"):
         assert {metric, f"ensemble_1/{metric}", f"ensemble_2/{metric}"} <= names
@@ -207,9 +215,9 @@ def test_gate_run_fmnist_seg(tmp_path):
 
 
 @pytest.mark.slow
-def test_gate_run_fmnist_volume(tmp_path):
+def test_gate_run_fmnist_volume(tmp_path, capsys):
     rows = _run(tmp_path, "fmnist_volume", ["dataset.builder.train_volumes=4", "dataset.builder.val_volumes=2",
-                                            "dataset.builder.test_volumes=2", "dataset.builder.depth=4"])
+                                            "dataset.builder.test_volumes=2", "dataset.builder.depth=4"], capsys)
     names = {r["metric"] for r in rows if r["split"] == "test"}
     for metric in ("dice", "miou", "mean_acc", "overall_acc"):
         assert {metric, f"ensemble_1/{metric}", f"ensemble_2/{metric}"} <= names

@@ -1,9 +1,5 @@
 """The video family: the temporal_classifier / temporal_regressor adapters and the fmnist_video stand-ins."""
 
-import subprocess
-import sys
-from pathlib import Path
-
 import datasets
 import numpy as np
 import pytest
@@ -11,12 +7,13 @@ import torch
 
 from gate.adapters.temporal import TemporalClassifier, TemporalRegressor
 from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
+from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.video import ITEM, fmnist_video, fmnist_video_speed, trajectory
 from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.results import ResultsStore
 
-from helpers import compose_run
+from helpers import SMOKE, call_cli, compose_run
 
 TINY = ["image_size=32", "dataset.builder.train_size=16", "dataset.builder.val_size=8", "dataset.builder.test_size=8",
         "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=4", "adapter.width=16", "adapter.heads=2",
@@ -235,12 +232,12 @@ def test_bouncing_trajectory_stays_inside_and_keeps_its_speed():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("dataset,metrics", [("fmnist_video", {"acc@1", "acc@5"}), ("fmnist_video_speed", {"mae", "mse"})])
-def test_gate_run_end_to_end(tmp_path, dataset, metrics):
-    cmd = [sys.executable, "-m", "gate.cli.run", f"dataset={dataset}", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "dataset.builder.train_size=16", "dataset.builder.val_size=8",
-           "dataset.builder.test_size=8", "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=8"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
+def test_gate_run_end_to_end(tmp_path, dataset, metrics, capsys):
+    # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
+    args = [f"dataset={dataset}", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "dataset.builder.train_size=16", "dataset.builder.val_size=8", "dataset.builder.test_size=8",
+            "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=8"]
+    done = call_cli(run_cli.main, args, capsys, prog="gate-run")
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records(kind="finetune")
     test = {r["metric"]: r["value"] for r in records if r["split"] == "test"}

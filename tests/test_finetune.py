@@ -9,7 +9,7 @@ import torch
 import gate.training.finetune as finetune
 from gate.results import ResultsStore
 
-from helpers import FAST, compose_run
+from helpers import FAST, SMOKE, compose_run
 
 pytestmark = pytest.mark.slow
 
@@ -98,11 +98,11 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
 
     class CrashAfter(Callback):
         def on_train_batch_end(self, trainer, *args):
-            if trainer.global_step >= 12:
+            if trainer.global_step >= 6:  # after the checkpoint of step 4
                 raise Crash("simulated node failure")
 
-    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=20", "trainer.val_check_interval=10",
-                 "data.max_test_samples=64"]
+    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=8", "trainer.val_check_interval=4",
+                 "data.max_val_samples=64", "data.max_test_samples=64"]  # checkpoints at steps 4 and 8
     real_build = finetune.build_trainer
     monkeypatch.setattr(finetune, "build_trainer",
                         lambda cfg, callbacks, *a: real_build(cfg, [*callbacks, CrashAfter()], *a))
@@ -128,10 +128,11 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
 
 
 def test_gate_run_cli_on_fashion_mnist(tmp_path):
-    """The console script itself, on the real Fashion-MNIST files, W&B offline."""
+    """The console script itself, on the real Fashion-MNIST files, W&B offline, the default callbacks. (The suite's
+    one real gate-run process that trains from start to end on its defaults; the ensembles are tested in process.)"""
     cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={tmp_path}", "image_size=48", "trainer.max_steps=30",
            "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", "data.max_val_samples=128",
-           "data.max_test_samples=256"]
+           "data.max_test_samples=256", "ensembles=[1]"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "test/acc@1" in proc.stdout and "results store:" in proc.stdout and "wandb" in proc.stdout
@@ -145,9 +146,7 @@ def test_multirun_sweep_records_one_experiment_per_combination(tmp_path):
     root, cwd = tmp_path / "out", tmp_path / "cwd"
     cwd.mkdir()
     cmd = [sys.executable, "-m", "gate.cli.run", "-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1",
-           f"paths.root={root}", "dataset=digits", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false",
-           "data.max_test_samples=32", "ensembles=[1]"]
+           f"paths.root={root}", "dataset=digits", *SMOKE, "data.max_test_samples=32"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[gate] sweep of 4 job(s):" in proc.stdout and "#3: encoder=vit_tiny_scratch seed=1" in proc.stdout

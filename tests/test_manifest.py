@@ -141,3 +141,19 @@ def test_gate_data_cli_list_prepare_verify_and_errors(tmp_path, capsys):
         gate_data.main(["prepare", "dataset=flickr30k", root])  # offline, not on disk
     err = capsys.readouterr().err.strip()
     assert err.startswith("gate-data: error: dataset 'flickr30k'") and "nlphuji/flickr30k" in err and "\n" not in err
+
+
+@pytest.mark.slow
+def test_gate_data_prepare_in_a_real_process(tmp_path):
+    """The command as a user's terminal runs it (the suite's one gate-data subprocess; the rest call ``main`` in
+    process): prepare writes digits' split manifest under paths.root and says where."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
+    out = subprocess.run([sys.executable, "-m", "gate.cli.data", "prepare", "dataset=digits",
+                          f"paths.root={tmp_path / 'out'}"], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "manifests:" in out.stdout and "Traceback" not in out.stderr
+    assert list((tmp_path / "out" / "data" / "manifests").glob("digits-*.json"))

@@ -39,7 +39,7 @@ def group_overrides(defaults):
 
 
 def test_there_are_presets():
-    assert {"paper_finetune", "digits_quick", "bbc_news_minilm"} <= set(presets())
+    assert {"paper_finetune", "digits_quick", "bbc_news_minilm", "smoke"} <= set(presets())
 
 
 @pytest.mark.parametrize("name", presets())

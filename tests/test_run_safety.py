@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from gate.build import resolved_config
+from gate.cli import run as run_cli
 from gate.results import ExperimentLock, ResultsStore, experiment_id
 from gate.training.finetune import run_finetune
 
-from helpers import compose_run, sigkill_once
+from helpers import SMOKE, call_cli, compose_run, sigkill_once
 
-TINY = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=6", "trainer.val_check_interval=3",
-        "trainer.enable_progress_bar=false", "data.batch_size=16", "data.max_train_samples=200",
-        "data.max_val_samples=60", "data.max_test_samples=60", "ensembles=[1,2]"]
+# The smoke preset (32 px, batch 16, 200/60/60 examples, CSV logging, no logging callbacks), 6 steps, two ensembles.
+TINY = [*SMOKE, "dataset=digits", "trainer.max_steps=6", "trainer.val_check_interval=3", "ensembles=[1,2]"]
 
 
 def gate_run(args, env=None, **kwargs):
@@ -40,8 +40,8 @@ def test_a_run_writes_only_under_its_output_root(tmp_path):
     clean.update({k: v for k, v in env.items() if v})
     clean["WANDB_MODE"] = "offline"
     out = subprocess.run([sys.executable, "-m", "gate.cli.run", *[a for a in TINY if not a.startswith("logger")],
-                          "logger=wandb", f"paths.root={root}"], capture_output=True, text=True, env=clean, timeout=600,
-                         cwd=tmp_path)
+                          "logger=wandb", "callbacks=default", f"paths.root={root}"], capture_output=True, text=True,
+                         env=clean, timeout=600, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert files_under(home) == [], files_under(home)
     assert files_under(tmp) == [], files_under(tmp)
@@ -60,7 +60,7 @@ def test_a_run_writes_only_under_its_output_root(tmp_path):
 
 
 @pytest.mark.slow
-def test_twin_runs_never_share_a_run_and_force_never_deletes_a_running_one(tmp_path):
+def test_twin_runs_never_share_a_run_and_force_never_deletes_a_running_one(tmp_path, capsys):
     cfg = compose_run(tmp_path, TINY)
     exp = experiment_id(resolved_config(cfg), "finetune")
     run_dir = tmp_path / "runs" / exp
@@ -69,7 +69,7 @@ def test_twin_runs_never_share_a_run_and_force_never_deletes_a_running_one(tmp_p
     keep.write_bytes(b"the twin's work")
     with ExperimentLock(run_dir, exp):  # the twin is running
         for extra in ([], ["force=true"]):
-            out = gate_run([*TINY, f"paths.root={tmp_path}", *extra])
+            out = call_cli(run_cli.main, [*TINY, f"paths.root={tmp_path}", *extra], capsys, prog="gate-run")  # in process
             assert out.returncode == 2, out.stderr[-2000:]
             assert f"experiment {exp} is already running" in out.stderr and "Traceback" not in out.stderr
             assert keep.read_bytes() == b"the twin's work"
@@ -93,18 +93,19 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path):
-    args = [*TINY, "trainer.max_steps=40", "trainer.val_check_interval=10", "data.batch_size=8",
+def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path, capsys):
+    kill_at = 2  # the first checkpoint of an 8-step run (checkpoints at steps 2, 4, 6, 8)
+    args = [*TINY, "trainer.max_steps=8", f"trainer.val_check_interval={kill_at}", "data.batch_size=8",
             f"paths.root={tmp_path}"]
-    sigkill_once("gate.cli.run", args, tmp_path / "runs", "*/checkpoints/step=10.ckpt", timeout=300)
-    assert list((tmp_path / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 300 s"
+    sigkill_once("gate.cli.run", args, tmp_path / "runs", f"*/checkpoints/step={kill_at}.ckpt", timeout=300)
+    assert list((tmp_path / "runs").glob(f"*/checkpoints/step={kill_at}.ckpt")), "no checkpoint within 300 s"
     out = gate_run(args)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "resuming experiment" in out.stdout
     store = ResultsStore(tmp_path / "results" / "records.jsonl")
     rows = store.records()
     assert len({r["attempt"] for r in rows}) == 1 and len(rows) == rows[0]["set_size"]
-    assert rows[0]["facts"]["resumed_from_step"] >= 10
-    again = gate_run(args)  # finished: nothing to do
+    assert rows[0]["facts"]["resumed_from_step"] >= kill_at
+    again = call_cli(run_cli.main, args, capsys, prog="gate-run")  # finished: nothing to do (in process)
     assert again.returncode == 0 and "already in" in again.stdout
     assert len(store.records()) == len(rows)

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from gate.build import resolved_config
+from gate.cli import tier as tier_cli
 from gate.cli.tier import normalise_args
 from gate.errors import ConfigError
 from gate.results import ResultsStore, experiment_id
@@ -19,7 +20,7 @@ from gate.tiers.expand import expand_tier, load_tier
 from gate.tiers.spec import parse_tier, render_value
 from gate.tiers.summary import compare_encoders, cost_table, experiment_facts
 
-from helpers import compose_run, sigkill_once
+from helpers import call_cli, compose_run, sigkill_once
 
 # Two tiny experiments (digits × efficientnet_lite0 × seeds 0 and 1), long enough to be killed mid-run.
 TINY = {
@@ -29,6 +30,8 @@ TINY = {
                   "data.max_val_samples": 60, "data.max_test_samples": 60},
     "benchmarks": ["digits", {"dataset": "bbc_news", "note": "text: skipped for image encoders"}],
 }
+# The same tier, as short as a run can be and still be killed between two checkpoints (steps 2, 4, 6).
+KILLABLE = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 6, "trainer.val_check_interval": 2}))
 
 
 def write_tier(path: Path, doc=TINY) -> Path:
@@ -39,10 +42,19 @@ def write_tier(path: Path, doc=TINY) -> Path:
 
 
 def gate_tier(args, cwd=None, timeout=1800):
+    """gate-tier in a fresh interpreter, as a user's terminal runs it."""
     env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}"
     return subprocess.run([sys.executable, "-m", "gate.cli.tier", *args], capture_output=True, text=True, env=env,
                           timeout=timeout, cwd=cwd)
+
+
+@pytest.fixture
+def tier_in_process(monkeypatch, capsys):
+    """``run(args)``: gate-tier's ``main()`` in this process with that command line (tests/helpers.py ``call_cli``);
+    the venv's commands on PATH, as ``gate_tier`` gives them (launch=commands lines run gate-run)."""
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    return lambda args: call_cli(tier_cli.main, args, capsys, prog="gate-tier")
 
 
 def complete_sets(store: ResultsStore) -> dict[str, int]:
@@ -174,7 +186,8 @@ def test_encoder_comparison_per_family():
     assert comp.loc["Img Seg", "pre − scratch"] == pytest.approx(-0.1)
 
 
-def test_bad_input_is_one_line_before_anything_runs(tmp_path):
+def test_bad_input_is_one_line_before_anything_runs(tmp_path, tier_in_process):
+    gate_tier = tier_in_process  # the command line, in process: no interpreter start per case
     out = gate_tier(["tier=nosuch", f"paths.root={tmp_path}"])
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "gate-tier: error: tier='nosuch' is unknown: known tiers are ['base', 'big', 'demo', 'full', 'small']" \
@@ -193,14 +206,15 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path):
 
 
 @pytest.mark.slow
-def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path):
-    tier = write_tier(tmp_path / "tiny.yaml")
+def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path, tier_in_process):
+    tier = write_tier(tmp_path / "tiny.yaml", KILLABLE)
     root = tmp_path / "local"
     args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local"]
-    # the launcher dies mid-run; its job dies with it
-    sigkill_once("gate.cli.tier", args, root / "runs", "*/checkpoints/step=10.ckpt", timeout=600)
-    assert list((root / "runs").glob("*/checkpoints/step=10.ckpt")), "no checkpoint within 600 s"
-    out = gate_tier(args)
+    # the launcher dies mid-run (at the first checkpoint of the first of its two experiments); its job dies with it
+    sigkill_once("gate.cli.tier", args, root / "runs", "*/checkpoints/step=2.ckpt", timeout=600)
+    assert list((root / "runs").glob("*/checkpoints/step=2.ckpt")), "no checkpoint within 600 s"
+    assert not (root / "results" / "records.jsonl").exists()  # killed before its first experiment was recorded
+    out = gate_tier(args)  # the real command resumes it
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "2 experiment(s)" in out.stdout and "skipped: efficientnet_lite0 × bbc_news" in out.stdout
     report = Path(out.stdout.strip().splitlines()[-1].removeprefix("[gate] report: "))
@@ -211,14 +225,14 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     assert complete_sets(store) == {i: 1 for i in ids}  # each experiment: exactly one complete record set
     raw = (root / "results" / "records.jsonl").read_text().splitlines()
     assert all(json.loads(line) for line in raw)  # no corrupt line
-    again = gate_tier([*args, "report=false"])  # a finished tier: nothing trains, everything is reported done
+    again = tier_in_process([*args, "report=false"])  # a finished tier: nothing trains, everything is reported done
     assert again.returncode == 0, again.stderr[-2000:]
     assert "2 already done (skipped), 0 to run" in again.stdout and "nothing to train" in again.stdout
     assert (root / "results" / "records.jsonl").read_text().splitlines() == raw
 
     # launch=commands, each printed line run by a shell: the same experiments, the same records.
     other = tmp_path / "commands"
-    listed = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={other}", "launch=commands"])
+    listed = tier_in_process([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={other}", "launch=commands"])
     assert listed.returncode == 0, listed.stderr[-2000:]
     lines = [ln for ln in listed.stdout.splitlines() if ln.strip()]
     assert len(lines) == 2 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
@@ -237,10 +251,10 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
 
 
 @pytest.mark.slow
-def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path):
+def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path, tier_in_process):
     doc = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 4, "trainer.val_check_interval": 2}))
     tier = write_tier(tmp_path / "tiny.yaml", doc)
-    out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={tmp_path}", "launch=submitit_local",
+    out = tier_in_process([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={tmp_path}", "launch=submitit_local",
                      "report=false", "launcher.poll_seconds=0.5"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "submitted 2 job(s) (local" in out.stdout and out.stdout.count("done   efficientnet_lite0 × digits") == 2
