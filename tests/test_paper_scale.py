@@ -40,13 +40,15 @@ FAMILIES = {
     "classification": ["dataset=fashion_mnist", "data.max_train_samples=8", "data.max_test_samples=8"],
     "multilabel": ["dataset=fmnist_multilabel", "dataset.builder.train_size=16", "dataset.builder.val_size=4",
                    "dataset.builder.test_size=8"],
-    "temporal": ["dataset=fmnist_video", "dataset.options.frames=8", "dataset.builder.train_size=4",
+    "temporal": ["dataset=fmnist_video", "dataset.options.frames=8", "dataset.builder.train_size=10",
                  "dataset.builder.val_size=2", "dataset.builder.test_size=6", "adapter.clips_per_batch=2",
                  "adapter.eval_clips_per_batch=2"],
     "relational": ["dataset=fmnist_relational", "dataset.builder.train_size=16", "dataset.builder.val_size=4",
                    "dataset.builder.test_size=8"],
-    "contrastive": ["dataset=fmnist_pairs", "dataset.builder.train_size=16", "dataset.builder.val_size=4",
-                    "dataset.builder.test_size=8"],
+    # candidate groups of 4 (the paper's 64 would make one 64-image batch here): 3 test batches of one group each
+    "contrastive": ["dataset=fmnist_pairs", "dataset.builder.train_size=16", "dataset.builder.val_size=8",
+                    "dataset.builder.test_size=12", "adapter.retrieval_candidates=4", "adapter.top_k=[1]",
+                    "data.eval_batch_size=4"],
 }
 
 
