@@ -14,7 +14,7 @@ EXPECTED = {
                        "adapter.val_episodes": 10, "adapter.test_episodes": 30, "adapter.min_ways": 5},
     "fmnist_seg": {"trainer.max_steps": 40, "trainer.val_check_interval": 20, "dataset.builder.train_size": 2000,
                    "dataset.builder.val_size": 100, "dataset.builder.test_size": 150},
-    "fmnist_volume": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_volume": {"trainer.max_steps": 60, "trainer.val_check_interval": 30},
     "fmnist_multilabel": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_pairs": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_relational": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
