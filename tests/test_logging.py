@@ -4,6 +4,7 @@ gradient norms, the data-wait fraction, the hardware info line, every task rende
 from __future__ import annotations
 
 import types
+import warnings
 
 import numpy as np
 import pytest
@@ -299,3 +300,21 @@ def test_callbacks_are_run_only_and_checked(tmp_path):
     assert experiment_id(base, "finetune") == experiment_id(quiet, "finetune")
     with pytest.raises(ConfigError, match=r"callbacks.grad_norms.every_n_steps=0 is invalid: must be >= 1"):
         validate_run_config(compose_run(tmp_path, ["callbacks.grad_norms.every_n_steps=0"]))
+
+
+def test_a_text_dataset_draws_nothing_and_warns_nothing():
+    """The renderers draw pictures: a text classification run (BBC News through MiniLM) used to end each run with
+    'visualisation skipped: KeyError: image'; now it is simply not drawn."""
+    from types import SimpleNamespace
+
+    from gate.data.spec import DatasetSpec
+    from gate.training.visuals import VisualLogger
+
+    spec = DatasetSpec(name="bbc", modality="text", task="classification", num_classes=5)
+    trainer = SimpleNamespace(datamodule=SimpleNamespace(spec=spec, splits={}), global_step=0)
+    visuals = VisualLogger()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert visuals._log(trainer, SimpleNamespace(adapter=None), {"text": ["a"], "label": torch.tensor([0])},
+                            torch.zeros(1, 5)) is None
+    assert visuals.saved == []

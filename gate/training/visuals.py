@@ -36,6 +36,8 @@ import torch
 from matplotlib.figure import Figure
 
 RIGHT, WRONG = "#1a7f37", "#cf222e"
+#: Input modalities the renderers can draw (a video clip is drawn frame by frame).
+DRAWN_MODALITIES = ("image", "video")
 
 
 @dataclasses.dataclass
@@ -445,6 +447,7 @@ class VisualLogger(L.Callback):
                 warnings.warn(f"visualisation skipped: {type(err).__name__}: {err}", stacklevel=2)
 
     def _log(self, trainer, pl_module, batch, predictions: torch.Tensor) -> None:
+        """Draw the family's figure for the first validation batch of a dataset whose inputs are pictures."""
         from ..adapters.base import to_cpu
 
         datamodule = getattr(trainer, "datamodule", None)
@@ -452,6 +455,8 @@ class VisualLogger(L.Callback):
         task = getattr(spec, "task", None)
         if task is None or renderer_of(task) is None:
             return
+        if getattr(spec, "modality", "image") not in DRAWN_MODALITIES:
+            return  # text or audio inputs: the renderers draw pictures (a stem's input is not one)
         raw = None
         if datamodule is not None and _sequential_rows(pl_module.adapter) and "val" in getattr(datamodule, "splits", {}):
             split = datamodule.splits["val"]
