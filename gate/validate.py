@@ -172,15 +172,16 @@ def _check_paths(c: _Checker) -> None:
             c.bad(f"paths.{key}", value, "expected a path")
 
 
-def _encoder_class(encoder_cfg: Mapping[str, Any]) -> type | None:
-    target = encoder_cfg.get("_target_") if isinstance(encoder_cfg, Mapping) else None
+def _target_class(section: Any) -> type | None:
+    """The class a config section's ``_target_`` names, or None (an unknown class is reported when it is built)."""
+    target = section.get("_target_") if isinstance(section, Mapping) else None
     if not isinstance(target, str):
         return None
     try:
         from hydra.utils import get_class
 
         return get_class(target)
-    except Exception:  # noqa: BLE001 - an unknown class is reported when the encoder is built
+    except Exception:  # noqa: BLE001 - an unknown class is reported when the encoder or adapter is built
         return None
 
 
@@ -198,7 +199,7 @@ def _check_image_size(c: _Checker) -> None:
         key = "image_size"
     if size is None:
         return
-    cls = _encoder_class(encoder)
+    cls = _target_class(encoder)
     minimum = int(getattr(cls, "min_image_size", 1) or 1)
     name = encoder.get("name", "the encoder") if isinstance(encoder, Mapping) else "the encoder"
     if size < minimum:
@@ -210,7 +211,7 @@ def _check_image_size(c: _Checker) -> None:
 
 def _check_modality(c: _Checker) -> None:
     encoder, dataset = c.get("encoder", {}) or {}, c.get("dataset", {}) or {}
-    cls = _encoder_class(encoder)
+    cls = _target_class(encoder)
     modality = dataset.get("modality") if isinstance(dataset, Mapping) else None
     takes = getattr(cls, "modalities", None)
     if cls is None or not modality or not takes or modality in takes or (modality == "video" and "image" in takes):
@@ -240,7 +241,7 @@ def _family_of(c: _Checker):
     task = c.get("dataset.task", None)
     if not isinstance(task, str):
         return None
-    _adapter_class(c.get("adapter", None))
+    _target_class(c.get("adapter", None))
     try:
         return family(task)
     except ValueError:
@@ -274,18 +275,6 @@ def _check_dataset(c: _Checker) -> None:
                                               f"dataset.class_names; the two must agree")
     for key in ("dataset.splits.val_fraction", "dataset.splits.test_fraction"):
         c.number(key, 0.0, 1.0, low_open=True, high_open=True)
-
-
-def _adapter_class(adapter_cfg: Any) -> type | None:
-    target = adapter_cfg.get("_target_") if isinstance(adapter_cfg, Mapping) else None
-    if not isinstance(target, str):
-        return None
-    try:
-        from hydra.utils import get_class
-
-        return get_class(target)
-    except Exception:  # noqa: BLE001 - an unknown class is reported when the adapter is built
-        return None
 
 
 def _adapters_for(task: str) -> list[str]:
@@ -338,7 +327,7 @@ def _check_adapter(c: _Checker) -> None:
     if not isinstance(adapter, Mapping):
         c.problems.append("adapter is missing: expected the adapter group (e.g. adapter=linear_classifier)")
         return
-    cls = _adapter_class(adapter)
+    cls = _target_class(adapter)
     if cls is None:
         return
     name = adapter.get("name") or cls.__name__
@@ -522,7 +511,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
         unknown = [m for m in names if m not in SCORES]
         if unknown:
             c.bad("metrics", metrics, f"unknown metric(s) {unknown}; known scores: {sorted(SCORES)}")
-        headless = getattr(_encoder_class(c.get("encoder", {}) or {}), "num_source_classes", 0) is None
+        headless = getattr(_target_class(c.get("encoder", {}) or {}), "num_source_classes", 0) is None
         need_head = [m for m in names if m in SCORES and SCORES[m].needs == "source_probs"]
         if headless and need_head:
             c.bad("metrics", metrics, f"{need_head} need the source classification head that encoder "

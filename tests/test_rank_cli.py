@@ -63,6 +63,13 @@ def test_unknown_tier_is_refused_before_hydra(monkeypatch, capsys, tmp_path):
     assert code == 2 and "gate-rank: error: tier='nosuch' is unknown" in err
 
 
+def test_an_empty_encoder_name_is_refused_not_dropped(monkeypatch, capsys, tmp_path):
+    # gate-rank reads its command line by gate-tier's rules: `encoder=a,,b` used to rank a and b silently
+    code, err = rank_in_process(monkeypatch, capsys, ["encoder=resnet18_scratch,,efficientnet_lite0,minilm",
+                                                      f"paths.root={tmp_path}"])
+    assert code == 2 and len(err.splitlines()) == 1 and "has an empty name" in err, err
+
+
 @pytest.mark.slow
 def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path):
     """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps

@@ -4,7 +4,8 @@
     gate-rank tier=small encoder=a,b,c,d budget=0.05 scores=[knn_acc]
 
 ``encoder=a,b,c`` is read as the list ``encoders=[a,b,c]``, ``scores=a,b`` as ``scores=[a,b]`` and
-``tier=<path>.yaml`` as a tier file, before Hydra parses the command line (as in gate-tier).
+``tier=<path>.yaml`` as a tier file, before Hydra parses the command line (gate-tier's own rules:
+:func:`gate.cli.tier.normalise_args`).
 """
 
 from __future__ import annotations
@@ -23,28 +24,6 @@ from gate.errors import ConfigError
 CMD = "gate-rank"
 _LIST_KEYS = {"encoder": "encoders", "encoders": "encoders", "scores": "scores", "score": "scores",
               "baseline_scores": "baseline_scores"}
-
-
-def normalise_args(argv: list[str]) -> list[str]:
-    from gate.tiers.expand import known_tiers
-
-    out = []
-    has_searchpath = any(a.startswith("hydra.searchpath=") for a in argv)
-    for arg in argv:
-        key, sep, value = arg.partition("=")
-        if not sep:
-            out.append(arg)
-        elif key in _LIST_KEYS:
-            items = value if value.startswith("[") else "[" + ",".join(v.strip() for v in value.split(",") if v.strip()) + "]"
-            out.append(f"{_LIST_KEYS[key]}={items}")
-        elif key == "tier" and (value.endswith((".yaml", ".yml")) or "/" in value):
-            out.append(f"tier_file={value}")
-        elif key == "tier" and not has_searchpath and value not in known_tiers():
-            fail(CMD, f"tier={value!r} is unknown: known tiers are {known_tiers()} (or give the path of a tier "
-                      f"YAML file)")
-        else:
-            out.append(arg)
-    return out
 
 
 def check(plain: dict[str, Any]) -> None:
@@ -181,7 +160,12 @@ def _main(cfg: DictConfig) -> None:
 
 
 def main() -> None:
-    sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:])]
+    from gate.cli.tier import normalise_args  # gate-tier's command-line rules, with gate-rank's list keys
+
+    try:
+        sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:], _LIST_KEYS)]
+    except ConfigError as err:
+        fail(CMD, str(err))
     _main()
 
 

@@ -26,28 +26,30 @@ CMD = "gate-tier"
 _LIST_KEYS = {"encoder": "encoders", "encoders": "encoders", "seeds": "seeds", "seed": "seeds"}
 
 
-def normalise_args(argv: list[str]) -> list[str]:
+def normalise_args(argv: list[str], list_keys: dict[str, str] | None = None) -> list[str]:
     """``encoder=a,b`` → ``encoders=[a,b]``, ``seeds=0,1`` → ``seeds=[0,1]``, ``tier=x.yaml`` → ``tier_file=x.yaml``,
     ``overrides=[trainer.max_steps=10]`` → ``overrides=["trainer.max_steps=10"]`` (Hydra's parser takes an ``=``
     inside a list only quoted). A ConfigError for an empty name in a list (``encoder=a,,b``) or an unknown tier
-    name (with the list of known ones)."""
+    name (with the list of known ones). ``list_keys``: which keys take a comma list, and the key each becomes
+    (gate-tier's by default; gate-rank passes its own)."""
     from gate.tiers.expand import known_tiers
 
+    list_keys = _LIST_KEYS if list_keys is None else list_keys
     out = []
     has_searchpath = any(a.startswith("hydra.searchpath=") for a in argv)
     for arg in argv:
         key, sep, value = arg.partition("=")
         if not sep:
             out.append(arg)
-        elif key in _LIST_KEYS:
+        elif key in list_keys:
             if value.startswith("["):
-                out.append(f"{_LIST_KEYS[key]}={value}")
+                out.append(f"{list_keys[key]}={value}")
                 continue
             items = [v.strip() for v in value.split(",")]
             if not all(items):
-                raise ConfigError(f"{key}={value!r} has an empty name: give {_LIST_KEYS[key]} separated by single "
+                raise ConfigError(f"{key}={value!r} has an empty name: give {list_keys[key]} separated by single "
                                   f"commas ({key}=a,b)")
-            out.append(f"{_LIST_KEYS[key]}=[{','.join(items)}]")
+            out.append(f"{list_keys[key]}=[{','.join(items)}]")
         elif key == "overrides" and value.startswith("[") and value.endswith("]"):
             out.append(f"overrides={quote_items(value)}")
         elif key == "tier" and (value.endswith((".yaml", ".yml")) or "/" in value):
