@@ -25,6 +25,22 @@ import importlib
 import pkgutil
 from collections.abc import Mapping
 
+# What a target column can hold (one example):
+TARGET_KINDS = {
+    "class": "an integer class id in [0, num_classes)",
+    "multi_hot": "a 0/1 vector of length num_classes",
+    "mask": "an (H, W) integer class map in [0, num_classes) (or ignore_index)",
+    "volume": "the id of the 3-D volume a 2-D slice belongs to (its masks are scored per volume)",
+    "caption": "a text describing the input",
+    "image_group": "the id of the image a row shows, where several rows show one image (their texts all match it)",
+    "contrast_pair": "the id of a Winoground-style example: its two rows (two images, two captions with the same words in "
+                     "another order) are each right only for its own image; scored by the text, image and group scores",
+    "answer": "an integer answer id within its answer type",
+    "answer_type": "an integer answer-type id in [0, len(answer_types))",
+    "clip_label": "an integer class id of a whole clip",
+    "clip_value": "a real value of a whole clip",
+}
+
 __all__ = ["TaskFamily", "register_family", "family", "families", "family_names", "unregister_family"]
 
 
@@ -33,7 +49,7 @@ class TaskFamily:
     """One task family.
 
     name: the ``dataset.task`` value.
-    targets: the target kinds (``gate.data.spec.TARGET_KINDS``) a dataset of this family must declare.
+    targets: the target kinds (:data:`TARGET_KINDS`) a dataset of this family must declare.
     optional_targets: kinds it may declare too (a volume id, an image group); any other kind is refused.
     has_classes: whether its targets are classes (``num_classes >= 2``); otherwise datasets declare 1.
     default_targets: the targets of a dataset that declares none (``{"label": "class"}``).
@@ -42,7 +58,7 @@ class TaskFamily:
     metrics: the base metric names its adapters record (``acc@1``, ``miou``; qualified names such as
         ``acc@1/<answer type>`` count under their base), each registered in :mod:`gate.metrics`.
     summary_label: the label of its benchmarks in tier summaries when a dataset config gives no ``family:``.
-    renderer: the name of its validation figure in ``gate.training.visuals.RENDERERS`` (None: no figure).
+    renderer: the name of its validation figure in ``gate.engine.training.visuals.RENDERERS`` (None: no figure).
     transferability: whether gate-score's transferability scores apply (one class label per example, the same
         classes in every split); gate-tier scores only such datasets.
     caps_whole_classes: whether a sample cap keeps whole classes (episodes need every image of a class), when the
@@ -51,7 +67,7 @@ class TaskFamily:
         splits share one label set; not few-shot, whose splits hold disjoint classes).
     min_eval_examples: the fewest examples a val/test split cap may leave, with ``min_eval_reason`` (why).
     new_target_kinds: target kinds this family brings, ``{kind: what one example holds}``; registering the family
-        adds them to ``gate.data.spec.TARGET_KINDS`` (a kind already known with another meaning is refused).
+        adds them to :data:`TARGET_KINDS` (a kind already known with another meaning is refused).
     """
 
     name: str
@@ -72,7 +88,6 @@ class TaskFamily:
 
     def __post_init__(self) -> None:
         from . import metrics
-        from .data.spec import TARGET_KINDS
 
         if not self.name or not self.name.isidentifier():
             raise ValueError(f"task family name {self.name!r} must be a non-empty identifier")
@@ -136,7 +151,6 @@ def register_family(fam: TaskFamily) -> TaskFamily:
     known = _FAMILIES.get(fam.name)
     if known is not None and known != fam:
         raise ValueError(f"task family {fam.name!r} is already registered with other facts; unregister it first")
-    from .data.spec import TARGET_KINDS
 
     TARGET_KINDS.update(fam.new_target_kinds)
     _FAMILIES[fam.name] = fam
@@ -145,7 +159,6 @@ def register_family(fam: TaskFamily) -> TaskFamily:
 
 def unregister_family(name: str) -> None:
     """Remove a family and the target kinds only it brought (tests that register a toy family clean up with this)."""
-    from .data.spec import TARGET_KINDS
 
     fam = _FAMILIES.pop(name, None)
     if fam is None:

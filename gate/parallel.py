@@ -1,6 +1,6 @@
 """The process layout of a run as far as it matters to its numbers (a pure function of the config).
 
-Several devices run one experiment through Lightning's DDP (gate.training.distributed). For adapters whose loss is
+Several devices run one experiment through Lightning's DDP (gate.engine.training.distributed). For adapters whose loss is
 a mean over examples the numbers equal one device's, so the layout is left out of the experiment id; otherwise
 the world size enters it (:func:`layout_identity`), so runs that compute something else are never mixed.
 """

@@ -1,6 +1,6 @@
 """The declared settings of every adapter and of the tier launcher: a type and a range per key, in one place.
 
-:func:`gate.validate.validate_run_config` checks a composed ``adapter:`` section against the schema of its
+:func:`gate.engine.validate.validate_run_config` checks a composed ``adapter:`` section against the schema of its
 ``_target_`` class, and gate-tier checks its ``launcher:`` section, before any data or model is built. A key that
 is not declared is refused too (a misspelt ``+adapter.focal_wieght=1`` would otherwise be dropped by the
 constructor or fail deep inside it), so a new key cannot skip its range: ``tests/test_settings_schema.py`` checks
@@ -19,7 +19,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-# Keys of a config section that describe it (records, docs) rather than configure it (gate.build.META_KEYS).
+# Keys of a config section that describe it (records, docs) rather than configure it (gate.engine.build.META_KEYS).
 META_KEYS = ("_target_", "name", "family", "kind", "notes", "recipe_hint")
 
 
@@ -241,7 +241,7 @@ LAUNCHER_SETTINGS: dict[str, Setting] = {
 }
 
 #: gate-tier's own settings (conf/tier_run.yaml's top level; ``tier``, ``paths`` and ``launcher`` are sections
-#: checked by their own code: gate.tiers.spec.parse_tier, gate.validate, :data:`LAUNCHER_SETTINGS`).
+#: checked by their own code: gate.tiers.spec.parse_tier, gate.engine.validate, :data:`LAUNCHER_SETTINGS`).
 TIER_RUN_SETTINGS: dict[str, Setting] = {
     "tier": Setting("mapping"),
     "paths": Setting("mapping"),

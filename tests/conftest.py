@@ -18,7 +18,7 @@ def digits_smoke_run(tmp_path_factory):
     """One finished gate-run for the tests that only read it (resnet18_scratch on digits, the smoke preset, 64
     validation and test examples): ``(root, result)``. Tests copy what they need out of ``root``; none writes under
     it, so every test sees the same finished run."""
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     from helpers import SMOKE, compose_run
 

@@ -20,8 +20,8 @@ from hydra import compose, initialize_config_module
 from omegaconf import DictConfig
 
 # The tiny-run overrides (32 px, a few steps, capped splits, CSV logging, no logging callbacks, no progress bar)
-# live in one preset, conf/experiment/smoke.yaml: a test adds SMOKE and then only what it is about.
-SMOKE = ["experiment=smoke"]
+# live in one preset, conf/preset/smoke.yaml: a test adds SMOKE and then only what it is about.
+SMOKE = ["preset=smoke"]
 
 # A tiny, fast, but real run: pretrained EfficientNet-Lite0 on scikit-learn digits at 32 px, 60 steps.
 FAST = [

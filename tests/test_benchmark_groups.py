@@ -18,7 +18,7 @@ from benchmark_fixtures import all_fixtures
 from torch.nn import functional as F
 
 from gate.adapters.contrastive import RetrievalAccuracy, clip_loss, match_groups, match_matrix
-from gate.build import build_splits
+from gate.engine.build import build_splits
 from gate.errors import GateError
 
 from helpers import compose_run
@@ -79,7 +79,7 @@ def test_nycc_published_splits_that_share_a_cartoon_are_refused_in_one_line(tmp_
     import pyarrow.parquet as pq
     from benchmark_fixtures.image_text import nycc as write
 
-    from gate.data.benchmarks.image_text import nycc
+    from gate.data.loaders.image_text import nycc
 
     write(tmp_path)
     path = tmp_path / "matching" / "test-00000-of-00001.parquet"
@@ -194,7 +194,7 @@ def test_without_groups_every_row_is_its_own_group_and_the_numbers_are_unchanged
 def test_nycc_config_feeds_cartoon_groups_to_the_adapter(tmp_path):
     """dataset=nycc declares contest_number as an image_group target: a real batch of its fixture's validation
     split (3 cartoons x 2 captions) gets a match matrix that pairs the rows of each cartoon."""
-    from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
+    from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 
     copy = tmp_path / "copy"
     FIXTURES["nycc"](copy)

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from benchmark_fixtures import all_fixtures
 
-from gate.build import build_spec, build_splits, manifest_dir_of
 from gate.data.manifest import SPLITS
+from gate.engine.build import build_spec, build_splits, manifest_dir_of
 
 from helpers import SMOKE, compose_run
 
@@ -84,7 +84,7 @@ def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, 
 @pytest.mark.slow
 @pytest.mark.parametrize("key", sorted(FIXTURES))
 def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     copy = tmp_path / "copy"
     extra = FIXTURES[key](copy)

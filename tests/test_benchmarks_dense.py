@@ -14,7 +14,7 @@ import yaml
 from benchmark_fixtures import relational, segmentation, video, volumes
 
 import gate.conf
-from gate.build import build_spec, build_splits
+from gate.engine.build import build_spec, build_splits
 from gate.errors import DatasetUnavailable, GateError
 
 from helpers import compose_run
@@ -73,14 +73,14 @@ def test_loader_reads_the_local_copy_with_declared_targets(key, tmp_path):
 
 def test_ade20k_reads_the_semantic_annotation_not_a_colour_channel(tmp_path):
     """Raw annotation ids 1..150 become classes 0..149 and 0 ("other") becomes the ignore index."""
-    from gate.data.benchmarks.segmentation import ade20k
+    from gate.data.loaders.segmentation import ade20k
 
     copy = tmp_path / "copy"
     segmentation.ade20k(copy, {"train": 2, "validation": 1})
     import pyarrow.parquet as pq
 
     raw = pq.read_table(copy / "scene_parsing/train/0000.parquet").column("annotation").to_pylist()[0]["bytes"]
-    from gate.data.benchmarks._dense import read_image
+    from gate.data.loaders._dense import read_image
 
     ds = ade20k(str(copy), source_of("ade20k"), cache_dir=None, mask_size=None)
     mask = np.asarray(ds["train"].with_format("numpy")[0]["mask"])
@@ -90,8 +90,8 @@ def test_ade20k_reads_the_semantic_annotation_not_a_colour_channel(tmp_path):
 
 
 def test_cityscapes_maps_label_ids_to_train_ids():
-    from gate.data.benchmarks._dense import lookup_table, remap_mask
-    from gate.data.benchmarks.segmentation import CITYSCAPES_IDS
+    from gate.data.loaders._dense import lookup_table, remap_mask
+    from gate.data.loaders.segmentation import CITYSCAPES_IDS
 
     lut = lookup_table(CITYSCAPES_IDS, 255)
     raw = np.array([[7, 8, 26], [33, 0, 6]], np.uint8)  # road, sidewalk, car, bicycle, unlabeled, ground
@@ -100,7 +100,7 @@ def test_cityscapes_maps_label_ids_to_train_ids():
 
 # ------------------------------------------------------------------------------------------ bad inputs
 def test_missing_copy_says_what_to_download_and_where(tmp_path):
-    from gate.data.benchmarks.segmentation import cityscapes
+    from gate.data.loaders.segmentation import cityscapes
 
     with pytest.raises(DatasetUnavailable) as err:
         cityscapes(str(tmp_path / "nowhere"), source_of("cityscapes"))
@@ -110,7 +110,7 @@ def test_missing_copy_says_what_to_download_and_where(tmp_path):
 
 
 def test_missing_split_names_the_folder(tmp_path):
-    from gate.data.benchmarks.segmentation import cityscapes
+    from gate.data.loaders.segmentation import cityscapes
 
     segmentation.cityscapes(tmp_path)
     shutil.rmtree(tmp_path / "gtFine" / "val")
@@ -121,7 +121,7 @@ def test_missing_split_names_the_folder(tmp_path):
 def test_missing_column_names_the_file(tmp_path):
     import pyarrow.parquet as pq
 
-    from gate.data.benchmarks.segmentation import ade20k
+    from gate.data.loaders.segmentation import ade20k
 
     segmentation.ade20k(tmp_path, {"train": 2, "validation": 1})
     path = tmp_path / "scene_parsing/train/0000.parquet"
@@ -133,7 +133,7 @@ def test_missing_column_names_the_file(tmp_path):
 def test_acdc_labels_outside_the_classes_are_refused(tmp_path):
     import nibabel
 
-    from gate.data.benchmarks.volumes import acdc
+    from gate.data.loaders.volumes import acdc
 
     volumes.acdc(tmp_path, patients=(("training", [1]), ("testing", [101])))
     gt = tmp_path / "database/training/patient001/patient001_frame01_gt.nii.gz"

@@ -17,7 +17,7 @@ import yaml
 from benchmark_fixtures import video
 
 import gate.conf
-from gate.build import build_splits
+from gate.engine.build import build_splits
 from gate.errors import DatasetUnavailable, GateError
 
 from helpers import compose_run
@@ -31,7 +31,7 @@ def source_of(key: str) -> dict:
 
 
 def load(key: str, copy: Path, cache=None, **kwargs):
-    from gate.data.benchmarks import video as loaders
+    from gate.data.loaders import video as loaders
 
     return getattr(loaders, key)(str(copy), source_of(key), cache_dir=str(cache) if cache else None,
                                  **{"frames": 4, "frame_size": 32, **kwargs})
@@ -64,7 +64,7 @@ def test_video_loader_decodes_fixed_frames(key, tmp_path):
 
 
 def test_clip_frames_are_the_centres_of_equal_segments(tmp_path):
-    from gate.data.benchmarks.video import decode_clip, segment_centres
+    from gate.data.loaders.video import decode_clip, segment_centres
 
     assert segment_centres(7, 4).tolist() == [0, 2, 4, 6]
     assert segment_centres(2, 4).tolist() == [0, 0, 1, 1]  # short clips repeat frames
@@ -78,7 +78,7 @@ def test_a_wrong_frame_count_in_the_container_still_picks_the_true_centres(tmp_p
     """The container's frame count is only a first guess: a wrong one costs a second pass, never other frames."""
     import av
 
-    from gate.data.benchmarks import video as loaders
+    from gate.data.loaders import video as loaders
 
     path = video.write_video(tmp_path / "clip.avi", n_frames=9)
     truth = [float(f.mean()) for f in loaders.decode_clip(path, 3, None)]
@@ -107,7 +107,7 @@ def test_a_wrong_frame_count_in_the_container_still_picks_the_true_centres(tmp_p
 
 
 def test_iwildcam_sequences_are_padded_with_black_frames_in_seq_frame_num_order(tmp_path):
-    from gate.data.benchmarks.video import sequence_frames
+    from gate.data.loaders.video import sequence_frames
 
     paths = []
     for i, level in enumerate((50, 100, 150)):
@@ -236,7 +236,7 @@ def test_iwildcam_sequence_declaring_other_frame_count_is_refused(tmp_path):
 
 
 def test_clips_of_inconsistent_length_are_refused():
-    from gate.data.benchmarks.video import clip_row
+    from gate.data.loaders.video import clip_row
 
     frame = np.zeros((8, 8, 3), np.uint8)
     assert len(clip_row("ucf101", 0, [frame] * 4, 4)) == 4
@@ -264,7 +264,7 @@ def test_hmdb51_validation_keeps_each_source_video_on_one_side(tmp_path):
 
 
 def test_hmdb51_source_video_is_the_name_before_action_and_tags():
-    from gate.data.benchmarks.video import hmdb_source_video
+    from gate.data.loaders.video import hmdb_source_video
 
     assert hmdb_source_video("April_09_brush_hair_u_nm_np1_ba_goo_0.avi", "brush_hair") == "April_09"
     assert hmdb_source_video("(Rad)Schlag_die_Bank!_cartwheel_f_cm_np1_le_med_0.avi", "cartwheel") == \
@@ -290,7 +290,7 @@ def test_kinetics400_uses_the_official_test_split_and_the_mirrors_replacements(t
 def test_preparing_holds_one_clip_of_decoded_frames_not_the_split(tmp_path, monkeypatch):
     """Defect: every clip of a split was decoded into memory before anything was written. Now decoded frames live
     while their clip is encoded: at most one clip's frames are alive at once, whatever the number of clips."""
-    from gate.data.benchmarks import video as loaders
+    from gate.data.loaders import video as loaders
 
     alive, peak = [0], [0]
     real = loaders.decode_clip

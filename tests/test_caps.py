@@ -8,8 +8,8 @@ import datasets
 import numpy as np
 import pytest
 
-from gate.build import build_spec, build_splits
 from gate.data.splits import cap_splits, cap_unit
+from gate.engine.build import build_spec, build_splits
 from tests.benchmark_fixtures import volumes
 from tests.helpers import compose_run
 

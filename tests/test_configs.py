@@ -8,12 +8,12 @@ import torch
 from hydra.errors import MissingConfigException
 from omegaconf import OmegaConf
 
-from gate.build import build_encoder, build_spec, instantiate_component
 from gate.encoders import GATEEncoder
+from gate.engine.build import build_encoder, build_spec, instantiate_component
 
 from helpers import compose_run
 
-GROUPS = ("encoder", "dataset", "adapter", "recipe", "trainer", "logger", "paths", "experiment")
+GROUPS = ("encoder", "dataset", "adapter", "recipe", "trainer", "logger", "paths", "preset")
 
 
 def options(group):

@@ -29,10 +29,10 @@ from gate.adapters.contrastive import (
     evaluation_loader,
     retrieval_target,
 )
-from gate.build import build_spec, instantiate_component
 from gate.data.distributed import shard_loader
+from gate.engine.build import build_spec, instantiate_component
+from gate.engine.validate import validate_run_config
 from gate.errors import ConfigError
-from gate.validate import validate_run_config
 
 from helpers import compose_run
 
@@ -300,8 +300,8 @@ def test_a_random_model_at_eval_batch_1_is_scored_among_64_candidates(tmp_path):
     = 1.000, loss 0 (one candidate per batch). Now every query is ranked among 64: near chance (1/64, 5/64)."""
     import lightning as L
 
-    from gate.build import build_adapter, build_datamodule, build_encoder
-    from gate.model import GATEModel
+    from gate.engine.build import build_adapter, build_datamodule, build_encoder
+    from gate.engine.model import GATEModel
 
     cfg = compose_run(tmp_path, ["dataset=fmnist_pairs", "image_size=32", "data.eval_batch_size=1",
                                  "dataset.builder.train_size=16", "dataset.builder.val_size=8",
@@ -354,7 +354,7 @@ def test_the_validation_picture_uses_the_adapters_target_and_candidate_groups():
     cartoon: right), its own caption 0 (1: right), caption 2 (0: wrong). Before, the picture ranked the whole batch
     and marked a caption right only when it was the row's own text: '✗ caption #3' first, in red."""
     from gate.data.spec import DatasetSpec
-    from gate.training.visuals import RIGHT, VisualBatch, render
+    from gate.engine.training.visuals import RIGHT, VisualBatch, render
 
     logits = torch.zeros(6, 6)
     logits[0, 3], logits[0, 1], logits[0, 0] = 9.0, 5.0, 1.0

@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 
 from gate.adapters import LinearClassifier
-from gate.build import build_adapter, build_datamodule, build_encoder, build_spec, build_splits
 from gate.data import DatasetSpec, GATEDataModule, check_split, sources
 from gate.data.splits import labels_of
+from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec, build_splits
 
 from helpers import compose_run
 

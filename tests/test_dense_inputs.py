@@ -33,7 +33,7 @@ def _rewrite(path: Path, write) -> None:
 
 # ---------------------------------------------------------------------------------------------- cache keys
 def test_a_changed_cityscapes_label_map_rebuilds_the_cache(tmp_path):
-    from gate.data.benchmarks.segmentation import cityscapes
+    from gate.data.loaders.segmentation import cityscapes
 
     segmentation.cityscapes(tmp_path / "copy")
     cache = str(tmp_path / "cache")
@@ -46,7 +46,7 @@ def test_a_changed_cityscapes_label_map_rebuilds_the_cache(tmp_path):
 
 
 def test_a_changed_coco_164k_stuffthingmap_rebuilds_the_cache(tmp_path):
-    from gate.data.benchmarks.segmentation import COCO_STUFF_IDS, coco_164k
+    from gate.data.loaders.segmentation import COCO_STUFF_IDS, coco_164k
 
     segmentation.coco_164k(tmp_path / "copy")
     cache = str(tmp_path / "cache")
@@ -61,7 +61,7 @@ def test_a_changed_coco_164k_stuffthingmap_rebuilds_the_cache(tmp_path):
 def test_a_changed_coco_10k_annotation_rebuilds_the_cache(tmp_path):
     from scipy.io import savemat
 
-    from gate.data.benchmarks.segmentation import COCO_STUFF_IDS, coco_10k
+    from gate.data.loaders.segmentation import COCO_STUFF_IDS, coco_10k
 
     segmentation.coco_10k(tmp_path / "copy")
     cache = str(tmp_path / "cache")
@@ -77,7 +77,7 @@ def test_a_changed_coco_10k_annotation_rebuilds_the_cache(tmp_path):
 def test_a_changed_acdc_image_volume_rebuilds_the_cache(tmp_path):
     import nibabel
 
-    from gate.data.benchmarks.volumes import acdc
+    from gate.data.loaders.volumes import acdc
 
     volumes.acdc(tmp_path / "copy", patients=(("training", [1]), ("testing", [101])))
     cache = str(tmp_path / "cache")
@@ -97,7 +97,7 @@ def test_a_changed_acdc_image_volume_rebuilds_the_cache(tmp_path):
 def test_every_file_of_the_copy_is_in_the_cache_key(key, tmp_path, monkeypatch):
     """The stamp a loader passes to ``cached`` names every file of its (fixture) copy: images, label maps,
     lists and class-name files alike."""
-    import gate.data.benchmarks.segmentation as seg
+    import gate.data.loaders.segmentation as seg
 
     seen = {}
     real = seg.cached
@@ -115,7 +115,7 @@ def test_every_file_of_the_copy_is_in_the_cache_key(key, tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------------------- label images
 def test_a_colour_encoded_label_image_is_refused_in_one_line():
-    from gate.data.benchmarks._dense import lookup_table, remap_mask
+    from gate.data.loaders._dense import lookup_table, remap_mask
 
     lut = lookup_table(range(1, 151), 255)
     grey = np.array([[1, 2], [3, 0]], np.uint8)
@@ -130,7 +130,7 @@ def test_a_colour_encoded_label_image_is_refused_in_one_line():
 
 
 def test_a_colour_label_map_in_a_local_copy_names_the_file(tmp_path):
-    from gate.data.benchmarks.segmentation import cityscapes
+    from gate.data.loaders.segmentation import cityscapes
 
     segmentation.cityscapes(tmp_path)
     label = sorted((tmp_path / "gtFine" / "train").glob("*/*_gtFine_labelIds.png"))[0]
@@ -143,7 +143,7 @@ def test_a_colour_label_map_in_a_local_copy_names_the_file(tmp_path):
 
 # ------------------------------------------------------------------------------------ Pascal-Context files
 def test_pascal_context_label_files_are_in_its_source_block():
-    from gate.data.benchmarks.segmentation import PASCAL_CONTEXT_LABEL_FILES
+    from gate.data.loaders.segmentation import PASCAL_CONTEXT_LABEL_FILES
 
     source = source_of("pascal_context")
     downloads = {entry["url"].rsplit("/", 1)[-1]: entry for entry in source["urls"]}
@@ -156,7 +156,7 @@ def test_pascal_context_label_files_are_in_its_source_block():
 
 
 def test_pascal_context_without_its_label_files_says_where_to_get_them(tmp_path):
-    from gate.data.benchmarks.segmentation import pascal_context
+    from gate.data.loaders.segmentation import pascal_context
     from gate.errors import DatasetUnavailable
 
     segmentation.pascal_context(tmp_path)

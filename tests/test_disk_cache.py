@@ -31,7 +31,7 @@ def test_built_once_then_read_back(tmp_path):
 def test_a_change_to_the_deriving_code_rebuilds(tmp_path, monkeypatch):
     calls = []
     cached_dataset("kind", "toy", {}, tmp_path, _build(calls))
-    assert __name__ in code_version(_build(calls)) and "gate.data.benchmarks._dense" in code_version(_build(calls))
+    assert __name__ in code_version(_build(calls)) and "gate.data.loaders._dense" in code_version(_build(calls))
     # The module that derives the data changed (a fixed label map, say): its source hash differs.
     monkeypatch.setattr(disk_cache, "_module_source_hash", lambda name: "changed" if name == __name__ else "same")
     cached_dataset("kind", "toy", {}, tmp_path, _build(calls))

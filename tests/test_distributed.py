@@ -68,7 +68,7 @@ def test_the_world_size_enters_the_id_only_where_it_changes_the_loss():
 
 
 def test_a_strategy_gate_does_not_shard_for_and_a_tiny_global_batch_are_refused(tmp_path):
-    from gate.validate import validate_run_config
+    from gate.engine.validate import validate_run_config
 
     from helpers import compose_run
 

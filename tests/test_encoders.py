@@ -78,7 +78,7 @@ def test_image_reading():
 
 
 def test_trainer_validation_schedule_is_checked():
-    from gate.training.trainer import auto_precision, build_trainer
+    from gate.engine.training.trainer import auto_precision, build_trainer
 
     with pytest.warns(UserWarning, match="val_check_interval=50 > max_steps=20"):
         trainer = build_trainer({"max_steps": 20, "val_check_interval": 50, "check_val_every_n_epoch": None,

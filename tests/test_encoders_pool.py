@@ -44,7 +44,7 @@ def test_pool_entry_composes_with_its_family_recipe(tmp_path, name):
 def test_hub_encoders_fail_fast_offline_with_a_way_out(tmp_path, name, monkeypatch):
     from huggingface_hub import constants
 
-    from gate.build import build_encoder
+    from gate.engine.build import build_encoder
 
     cfg = compose_run(tmp_path, [f"encoder={name}"])
     # Not told to stay offline, but the hub does not answer (a closed local port): still seconds, one line.
@@ -59,7 +59,7 @@ def test_hub_encoders_fail_fast_offline_with_a_way_out(tmp_path, name, monkeypat
 
 
 def test_timm_pool_fails_fast_offline_too(tmp_path):
-    from gate.build import build_encoder
+    from gate.engine.build import build_encoder
 
     start = time.perf_counter()
     with pytest.raises(WeightsUnavailable, match="timm/vit_base_patch16_224.augreg_in21k_ft_in1k"):

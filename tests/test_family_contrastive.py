@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from gate.adapters.contrastive import RetrievalAccuracy, ZeroShotContrastive, caption_hash, clip_loss, match_groups
-from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.data.standins.canvas import class_name
 from gate.data.standins.pairs import fmnist_pairs
+from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
 from helpers import compose_run

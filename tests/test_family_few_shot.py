@@ -116,7 +116,7 @@ def test_ensembles_score_the_mean_over_episodes():
     import lightning as L
     from torch.utils.data import DataLoader
 
-    from gate.training.ensemble import EnsembleTester
+    from gate.engine.training.ensemble import EnsembleTester
 
     class Fixed(torch.nn.Module):
         """A member that returns fixed logits per episode (looked up by the batch's episode index)."""

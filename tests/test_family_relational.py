@@ -7,10 +7,10 @@ import torch
 from torch.nn import functional as F
 
 from gate.adapters.relational import AnswerAccuracy, RelationalReasoner, hash_words, own_slices
-from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.relational import ANSWER_TYPES, fmnist_relational
+from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
 from helpers import SMOKE, call_cli, compose_run

@@ -113,8 +113,8 @@ def encoder():
 
 @pytest.mark.parametrize("name", ["fmnist_seg", "fmnist_volume"])
 def test_forward_backward_on_a_real_standin_batch(tmp_path, encoder, name):
-    from gate.build import build_adapter
     from gate.data.datamodule import GATEDataModule
+    from gate.engine.build import build_adapter
 
     if name == "fmnist_seg":
         spec, splits = SEG, fmnist_seg(tmp_path, train_size=8, val_size=4, test_size=4)

@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from gate.adapters.temporal import TemporalClassifier, TemporalRegressor
-from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.video import ITEM, fmnist_video, fmnist_video_speed, trajectory
 from gate.encoders.base import EncoderOutput, GATEEncoder
+from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
 from helpers import SMOKE, call_cli, compose_run

@@ -17,12 +17,12 @@ from benchmark_fixtures import png, write_parquet
 
 from gate.adapters.classification import LinearClassifier
 from gate.adapters.few_shot import EpisodeSampler, ProtoNet
-from gate.build import build_adapter, build_spec, build_splits, manifest_dir_of, resolved_config
-from gate.data.benchmarks import encode_labels
-from gate.data.benchmarks.classification import hf_image_classification
-from gate.data.benchmarks.few_shot import hf_few_shot
+from gate.data.loaders import encode_labels
+from gate.data.loaders.classification import hf_image_classification
+from gate.data.loaders.few_shot import hf_few_shot
 from gate.data.manifest import ManifestError, carve_classes, check_manifest, compute_manifest, manifest_path, recipe_of
 from gate.data.spec import DatasetSpec
+from gate.engine.build import build_adapter, build_spec, build_splits, manifest_dir_of, resolved_config
 from gate.errors import GateError
 
 from helpers import compose_run
@@ -43,7 +43,7 @@ def fixture_cfg(tmp_path: Path, key: str, write, extra: list[str] = ()):
 # --------------------------------------------------------------------------------------------- happywhale
 @pytest.mark.slow
 def test_happywhale_loads_its_five_columns_and_records_both_heads_under_qualified_names(tmp_path):
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     cfg = fixture_cfg(tmp_path, "happywhale", cls_fixtures.happywhale)
     spec = build_spec(cfg.dataset)
@@ -202,7 +202,7 @@ GATE_EPISODES["aircraft"]["max_ways"] = 9
 GATE_EPISODES["omniglot"] = {"min_ways": 2, "max_ways": 49, "val_episodes": 600, "test_episodes": 600}
 
 
-@pytest.mark.parametrize("extra", [[], ["experiment=paper_finetune"]], ids=["plain", "paper"])
+@pytest.mark.parametrize("extra", [[], ["preset=paper_finetune"]], ids=["plain", "paper"])
 def test_each_datasets_ways_and_episodes_survive_composition(tmp_path, extra):
     for key, want in GATE_EPISODES.items():
         adapter = resolved_config(compose_run(tmp_path, [f"dataset={key}", *extra]))["adapter"]
@@ -218,7 +218,7 @@ def test_paper_tier_expansion_keeps_600_evaluation_episodes(tmp_path):
     from gate.tiers.expand import expand_tier
     from gate.tiers.spec import parse_tier
 
-    doc = {"name": "fs", "use_protocol": True, "overrides": {"experiment": "paper_finetune"},
+    doc = {"name": "fs", "use_protocol": True, "overrides": {"preset": "paper_finetune"},
            "benchmarks": ["aircraft", "omniglot", "mini_imagenet"]}
     plan = expand_tier(parse_tier(doc, "fs"), ["efficientnet_lite0"], tmp_path, seeds=[0], check_prepared=lambda d: None)
     for e in plan.experiments:
@@ -310,7 +310,7 @@ def test_heads_are_checked_against_the_class_targets_and_num_classes():
 def test_the_classification_visual_draws_the_primary_head_of_a_two_head_batch():
     from matplotlib.figure import Figure
 
-    from gate.training.visuals import VisualBatch, render
+    from gate.engine.training.visuals import VisualBatch, render
 
     spec = DatasetSpec(name="hw", modality="image", task="classification", num_classes=3,
                        targets={"individual": "class", "species": "class"}, heads={"individual": 3, "species": 2})

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-import gate.training.finetune as finetune
+import gate.engine.training.finetune as finetune
 from gate.results import ResultsStore
 
 from helpers import FAST, SMOKE, compose_run
@@ -61,7 +61,7 @@ def test_ensembles_average_logits_batch_by_batch_in_one_streaming_pass():
     from torch.utils.data import DataLoader
 
     from gate.adapters import LinearClassifier
-    from gate.training.ensemble import EnsembleTester
+    from gate.engine.training.ensemble import EnsembleTester
 
     class Fixed(torch.nn.Module):
         """A member that returns fixed logits per example (looked up by the batch's example index)."""

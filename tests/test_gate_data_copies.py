@@ -263,7 +263,7 @@ def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
 def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys):
     root = f"paths.root={tmp_path}"
     rows = list_rows(capsys, root)
-    from gate.data.stages import _plain
+    from gate.engine.prepare import _plain
 
     for key in gate_data.dataset_keys():
         source = _plain(gate_data.compose([f"dataset={key}", root]), "dataset.source") or {}
@@ -296,8 +296,8 @@ def test_a_parquet_conversion_that_cannot_fit_is_refused_before_it_starts(tmp_pa
 def test_a_dense_benchmark_refuses_an_interrupted_fetch(tmp_path):
     # The dense, medical and video loaders find their copy through _dense.require: an incomplete download
     # (a completion record saying so) is one line, never read.
-    from gate.data.benchmarks._dense import require
     from gate.data.hub import SOURCE_FILE
+    from gate.data.loaders._dense import require
     from gate.errors import DatasetUnavailable
 
     (tmp_path / "database").mkdir()

@@ -11,10 +11,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from gate.encoders.base import EncoderOutput
-from gate.features import extract_features, feature_cache_key, feature_cache_path
 from gate.results import RUN_ONLY_KEYS, ResultsStore
-from gate.scoring import _all_done, run_score
-from gate.transferability import SCORES
+from gate.scoring.features import extract_features, feature_cache_key, feature_cache_path
+from gate.scoring.stage import _all_done, run_score
+from gate.scoring.transferability import SCORES
 
 from helpers import compose_run
 
@@ -139,7 +139,7 @@ def test_extract_features_collects_features_labels_and_source_probs(with_head):
 
 
 def test_a_truncated_feature_cache_is_set_aside_and_re_extracted(tmp_path):
-    from gate.features import cached_features
+    from gate.scoring.features import cached_features
 
     cfg = score_cfg(tmp_path, [*QUICK, "encoder=resnet18_scratch"])
     first = cached_features(cfg, "train", 40, tmp_path / "cache", progress=False)
@@ -159,7 +159,7 @@ def _scratch_cfg(root, seed=0):
 def test_a_random_init_encoder_is_built_from_the_experiments_seed_without_touching_the_global_generator(tmp_path):
     import lightning as L
 
-    from gate.build import build_encoder
+    from gate.engine.build import build_encoder
 
     cfg = _scratch_cfg(tmp_path)
     state = torch.get_rng_state()
@@ -177,7 +177,7 @@ def test_a_random_init_encoder_is_built_from_the_experiments_seed_without_touchi
 def test_two_extractions_of_a_random_init_encoder_give_the_same_features(tmp_path):
     """gate-score encoder=resnet18_scratch used to draw a new random init per extraction (TransRate 7.65 to 10.60
     under one experiment id); without the cache, two extractions now agree."""
-    from gate.features import cached_features
+    from gate.scoring.features import cached_features
 
     first, second = (cached_features(_scratch_cfg(tmp_path), "train", 40, None, progress=False) for _ in range(2))
     assert not first.from_cache and not second.from_cache

@@ -26,7 +26,7 @@ def test_every_registered_launcher_declares_its_kind(name):
 
 def test_the_real_check_names_a_missing_or_interrupted_copy_and_passes_stand_ins(tmp_path):
     from gate.data import hub
-    from gate.data.stages import why_not_prepared
+    from gate.engine.prepare import why_not_prepared
 
     source = {"kind": "hf", "repo": "uoft-cs/cifar100", "access": "open"}
     missing = why_not_prepared({"name": "cifar100", "source": source, "data_dir": str(tmp_path / "none")})

@@ -14,12 +14,12 @@ from torch import nn
 
 from gate.data.spec import DatasetSpec
 from gate.encoders.base import image_transform
+from gate.engine.training import facts as facts_module
+from gate.engine.training.facts import RunFacts, count_parameters, forward_flops, model_gflops
+from gate.engine.training.gradnorms import GradNormLogger, depth_groups
+from gate.engine.training.hardware import HardwareMonitor, NvmlMeter
+from gate.engine.training.visuals import RENDERERS, VisualBatch, denormaliser, encoder_normalisation, figure_array, render
 from gate.families import families, family_names
-from gate.training import facts as facts_module
-from gate.training.facts import RunFacts, count_parameters, forward_flops, model_gflops
-from gate.training.gradnorms import GradNormLogger, depth_groups
-from gate.training.hardware import HardwareMonitor, NvmlMeter
-from gate.training.visuals import RENDERERS, VisualBatch, denormaliser, encoder_normalisation, figure_array, render
 
 
 # ------------------------------------------------------------------------------------- model metadata
@@ -118,7 +118,7 @@ def test_nvml_meter_integrates_power_without_an_energy_counter(monkeypatch):
             return 100_000  # mW
 
     clock = iter([0.0, 36.0])
-    monkeypatch.setattr("gate.training.hardware.time.perf_counter", lambda: next(clock))
+    monkeypatch.setattr("gate.engine.training.hardware.time.perf_counter", lambda: next(clock))
     meter = NvmlMeter(FakeNvml(), handle=None)
     meter.start()
     assert meter.energy_kwh() == pytest.approx(100 * 36 / 3.6e6)  # 100 W for 36 s = 1 Wh
@@ -288,9 +288,9 @@ def test_unknown_task_is_refused_with_the_known_ones():
 
 # ------------------------------------------------------------------------------------------- config
 def test_callbacks_are_run_only_and_checked(tmp_path):
+    from gate.engine.validate import validate_run_config
     from gate.errors import ConfigError
     from gate.results import experiment_id
-    from gate.validate import validate_run_config
 
     from helpers import compose_run
 
@@ -308,7 +308,7 @@ def test_a_text_dataset_draws_nothing_and_warns_nothing():
     from types import SimpleNamespace
 
     from gate.data.spec import DatasetSpec
-    from gate.training.visuals import VisualLogger
+    from gate.engine.training.visuals import VisualLogger
 
     spec = DatasetSpec(name="bbc", modality="text", task="classification", num_classes=5)
     trainer = SimpleNamespace(datamodule=SimpleNamespace(spec=spec, splits={}), global_step=0)

@@ -7,7 +7,7 @@ import csv
 
 import pytest
 
-import gate.training.finetune as finetune
+import gate.engine.training.finetune as finetune
 from gate.results import ResultsStore
 
 from helpers import compose_run

@@ -190,8 +190,8 @@ def test_a_test_split_that_defines_no_class_is_refused_before_training():
 
 
 def test_gate_run_refuses_a_multilabel_eval_cap_of_one_before_building_anything(tmp_path):
+    from gate.engine.validate import validate_run_config
     from gate.errors import ConfigError
-    from gate.validate import validate_run_config
 
     with pytest.raises(ConfigError, match=r"data.max_test_samples=1 is invalid: a multilabel split needs >= 2"):
         validate_run_config(compose_run(tmp_path, ["dataset=fmnist_multilabel", "data.max_test_samples=1"]))

@@ -19,7 +19,7 @@ import gc
 import pytest
 import torch
 
-from gate.training import ensemble
+from gate.engine.training import ensemble
 
 from helpers import compose_run
 
@@ -70,7 +70,7 @@ def live_tensor_bytes() -> int:
 @pytest.mark.slow
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_testing_at_paper_shapes_holds_nothing_that_grows_with_the_split(family, tmp_path, monkeypatch):
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     held: list[int] = []
     examples: list[int] = []

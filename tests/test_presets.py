@@ -1,6 +1,6 @@
 """Every preset keeps every value it sets: a config that composes must also mean what it says.
 
-A preset (``conf/experiment/*.yaml``) that is composed before the root config's own values silently
+A preset (``conf/preset/*.yaml``) that is composed before the root config's own values silently
 loses them (the paper protocol ran at 48 px with capped splits). This composes each preset and checks
 each key it sets, and each config group it overrides, survives composition.
 """
@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 
 def presets():
-    return sorted(p.name[:-5] for p in resources.files("gate.conf").joinpath("experiment").iterdir()
+    return sorted(p.name[:-5] for p in resources.files("gate.conf").joinpath("preset").iterdir()
                   if p.name.endswith(".yaml"))
 
 
@@ -44,12 +44,12 @@ def test_there_are_presets():
 
 @pytest.mark.parametrize("name", presets())
 def test_preset_keeps_every_value_it_sets(tmp_path, name):
-    text = resources.files("gate.conf").joinpath("experiment", f"{name}.yaml").read_text()
-    assert text.startswith("# @package _global_"), f"{name}: experiment presets are global packages"
+    text = resources.files("gate.conf").joinpath("preset", f"{name}.yaml").read_text()
+    assert text.startswith("# @package _global_"), f"{name}: presets are global packages"
     preset = yaml.safe_load(text)
     defaults = preset.pop("defaults", [])
     with initialize_config_module("gate.conf", version_base=None):
-        cfg = compose("run", overrides=[f"paths.root={tmp_path}", f"experiment={name}"], return_hydra_config=True)
+        cfg = compose("run", overrides=[f"paths.root={tmp_path}", f"preset={name}"], return_hydra_config=True)
     choices = cfg.hydra.runtime.choices
     for group, option in group_overrides(defaults).items():
         assert choices[group] == option, f"{name}: {group}={option} became {group}={choices[group]}"
@@ -64,7 +64,7 @@ def test_preset_keeps_every_value_it_sets(tmp_path, name):
 def test_paper_protocol_is_the_paper_protocol(tmp_path):
     """The case that went wrong: the paper preset must run at 224 px on whole splits for 10k steps."""
     with initialize_config_module("gate.conf", version_base=None):
-        cfg = compose("run", overrides=[f"paths.root={tmp_path}", "experiment=paper_finetune"])
+        cfg = compose("run", overrides=[f"paths.root={tmp_path}", "preset=paper_finetune"])
     assert cfg.image_size == 224 and cfg.encoder.image_size == 224
     assert cfg.data.max_val_samples is None and cfg.data.max_test_samples is None
     assert cfg.trainer.max_steps == 10000 and cfg.trainer.val_check_interval == 500
@@ -72,7 +72,7 @@ def test_paper_protocol_is_the_paper_protocol(tmp_path):
 
 def test_command_line_still_beats_a_preset(tmp_path):
     with initialize_config_module("gate.conf", version_base=None):
-        cfg = compose("run", overrides=[f"paths.root={tmp_path}", "experiment=paper_finetune", "image_size=96"])
+        cfg = compose("run", overrides=[f"paths.root={tmp_path}", "preset=paper_finetune", "image_size=96"])
     assert cfg.image_size == 96
 
 

@@ -33,7 +33,7 @@ class FakeGateRun:
                                  "seed": 0})
 
     def run(self, cfg):
-        from gate.build import resolved_config
+        from gate.engine.build import resolved_config
         from gate.results import experiment_id
 
         exp = experiment_id(resolved_config(cfg), "finetune")

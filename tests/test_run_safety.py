@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from gate.build import resolved_config
 from gate.cli import run as run_cli
+from gate.engine.build import resolved_config
+from gate.engine.training.finetune import run_finetune
 from gate.results import ExperimentLock, ResultsStore, experiment_id
-from gate.training.finetune import run_finetune
 
 from helpers import SMOKE, call_cli, compose_run, sigkill_once
 

@@ -18,11 +18,11 @@ from hydra.utils import get_class
 
 from gate.cli.common import hydra_entry, hydra_error
 from gate.cli.tier import normalise_args
+from gate.engine.validate import validate_run_config, validate_score_config, validate_tier_config
 from gate.errors import ConfigError
 from gate.settings import LAUNCHER_SETTINGS, TIER_RUN_SETTINGS, adapter_settings, check_section
 from gate.tiers.expand import load_tier
 from gate.tiers.spec import parse_tier
-from gate.validate import validate_run_config, validate_score_config, validate_tier_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -236,8 +236,8 @@ def test_the_launcher_and_tier_yaml_pass_and_declare_every_key(tmp_path):
 
 
 # Modules that read composed configs: a `.get("<key>", <default>)` there would restate a YAML default (and could
-# disagree with it, as data.batch_size did: 32 in conf/run.yaml, 64 in gate/build.py).
-READERS = ["gate/build.py", "gate/training/finetune.py", "gate/scoring.py", "gate/tiers/launchers/local.py",
+# disagree with it, as data.batch_size did: 32 in conf/run.yaml, 64 in gate/engine/build.py).
+READERS = ["gate/engine/build.py", "gate/engine/training/finetune.py", "gate/scoring/stage.py", "gate/tiers/launchers/local.py",
            "gate/tiers/launchers/submitit_array.py"]
 
 

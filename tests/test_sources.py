@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 import gate.conf
-from gate.build import build_splits
 from gate.cli import data as gate_data
 from gate.cli.common import describe
 from gate.data import hub
+from gate.engine.build import build_splits
 from gate.errors import DatasetUnavailable, GateError
 
 from helpers import compose_run

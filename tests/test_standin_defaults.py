@@ -44,7 +44,7 @@ def test_plain_run_of_each_standin_keeps_its_short_defaults(dataset, tmp_path):
 
 
 def test_presets_and_the_command_line_still_win_over_a_standins_defaults(tmp_path):
-    assert value(resolved(tmp_path, ["dataset=fmnist_fewshot", "experiment=paper_finetune"]), "trainer.max_steps") == 10000
+    assert value(resolved(tmp_path, ["dataset=fmnist_fewshot", "preset=paper_finetune"]), "trainer.max_steps") == 10000
     mine = resolved(tmp_path, ["dataset=fmnist_seg", "trainer.max_steps=7", "trainer.val_check_interval=7"])
     assert (value(mine, "trainer.max_steps"), value(mine, "trainer.val_check_interval")) == (7, 7)
     shots = resolved(tmp_path, ["dataset=fmnist_fewshot", "adapter.max_shots=3", "adapter.test_episodes=9"])

@@ -4,10 +4,10 @@ hub download), the config path that builds it, and a short real run of minilm an
 import pytest
 import torch
 
-from gate.build import build_encoder
 from gate.encoders import HFTextEncoder, PatchStem, ResemblyzerEncoder, StemmedEncoder, WhisperEncoder
+from gate.engine.build import build_encoder
+from gate.engine.validate import validate_run_config
 from gate.errors import ConfigError
-from gate.validate import validate_run_config
 
 from helpers import compose_run
 
@@ -149,7 +149,7 @@ def test_learning_rates_per_part_of_a_shifted_model(freeze):
     from functools import partial
 
     from gate.adapters import LinearClassifier
-    from gate.model import GATEModel
+    from gate.engine.model import GATEModel
 
     encoder = StemmedEncoder(HFTextEncoder(model=tiny_bert()), image_size=32, patch_size=8, freeze_body=freeze,
                              lr=1e-3)
@@ -168,7 +168,7 @@ def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     """A short real run through the patch stem with the encoder's default protocol (frozen body; stem and head
     at the stem's rate): the training loss falls clearly. The frozen 3-layer LSTM of resemblyzer learns more
     slowly than MiniLM's transformer (loss 2.32 -> 2.11 after 40 steps, -> 1.64 after 150), so it gets more."""
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     cfg = compose_run(tmp_path, [f"encoder={name}", "dataset=fashion_mnist", "image_size=32", "logger=csv",
                                  "encoder.stem.patch_size=8", f"trainer.max_steps={steps}",
@@ -192,7 +192,7 @@ def test_a_pretrained_hugging_face_body_fine_tunes_in_training_mode():
     from functools import partial
 
     from gate.adapters import LinearClassifier
-    from gate.model import GATEModel
+    from gate.engine.model import GATEModel
 
     body = HFTextEncoder()  # the packaged all-MiniLM-L6-v2, loaded with from_pretrained
     assert not body.model.training

@@ -68,10 +68,10 @@ def _compose(root: Path, conf: Path, overrides=()):
 
 
 def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_path):
-    from gate.build import build_spec
-    from gate.data.spec import TARGET_KINDS
+    from gate.engine.build import build_spec
+    from gate.engine.training.finetune import run_finetune
+    from gate.families import TARGET_KINDS
     from gate.results import ResultsStore
-    from gate.training.finetune import run_finetune
 
     cfg = _compose(tmp_path / "out", toy)
     spec = build_spec(cfg.dataset)
@@ -90,8 +90,8 @@ def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_p
 
 
 def test_validation_asks_the_registry(toy, tmp_path):
+    from gate.engine.validate import validate_run_config
     from gate.errors import ConfigError
-    from gate.validate import validate_run_config
 
     with pytest.raises(ConfigError) as err:  # a metric the family never records would leave the tier mean empty
         validate_run_config(_compose(tmp_path / "a", toy, ["dataset.tier_metric=acc@1"]))
@@ -124,7 +124,7 @@ def test_a_family_is_refused_when_its_facts_are_wrong():
 
 
 def test_every_packaged_family_names_a_registered_renderer_and_an_adapter_config():
-    from gate.training.visuals import RENDERERS
+    from gate.engine.training.visuals import RENDERERS
 
     for name, fam in families().items():
         assert fam.renderer is None or fam.renderer in RENDERERS, name

@@ -11,9 +11,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from gate.build import resolved_config
 from gate.cli import tier as tier_cli
 from gate.cli.tier import normalise_args
+from gate.engine.build import resolved_config
 from gate.errors import ConfigError
 from gate.results import ResultsStore, experiment_id
 from gate.tiers.expand import expand_tier, load_tier
@@ -149,12 +149,12 @@ def test_paper_tiers_apply_each_benchmarks_protocol_before_their_own_overrides(t
         assert not any(o.startswith(("data.batch_size=", "adapter.clips_per_batch="))
                        for o in runs[episodic_or_volume].overrides)
     assert "image_size=512" in runs["acdc"].overrides
-    doc = {"name": "mine", "use_protocol": True, "overrides": {"experiment": "paper_finetune", "data.batch_size": 4},
+    doc = {"name": "mine", "use_protocol": True, "overrides": {"preset": "paper_finetune", "data.batch_size": 4},
            "benchmarks": [{"dataset": "ade20k", "overrides": {"image_size": 512}}]}
     (mine,) = expand_tier(parse_tier(doc, "mine"), ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
     assert (mine.config["image_size"], mine.config["data"]["batch_size"]) == (512, 4)
     assert not {"image_size=1024", "data.batch_size=8"} & set(mine.overrides)  # a key set later is not repeated
-    (plain,) = expand_tier(parse_tier(dict(doc, use_protocol=False, overrides={"experiment": "paper_finetune"}), "x"),
+    (plain,) = expand_tier(parse_tier(dict(doc, use_protocol=False, overrides={"preset": "paper_finetune"}), "x"),
                            ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
     assert (plain.config["image_size"], plain.config["data"]["batch_size"]) == (512, 32)
     with pytest.raises(ConfigError, match=r"use_protocol='yes' is invalid: expected true or false"):

@@ -1,6 +1,6 @@
 """Winoground's standard text, image and group scores (Thrush et al., CVPR 2022), from each example's 2 x 2
 similarities, beside in-batch retrieval. The dataset declares the example id as a ``contrast_pair`` target; the
-loader (gate/data/benchmarks/image_text.py) turns an example into two adjacent rows (image_k, caption_k)."""
+loader (gate/data/loaders/image_text.py) turns an example into two adjacent rows (image_k, caption_k)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from benchmark_fixtures import all_fixtures
 
 from gate.adapters.contrastive import WinogroundScore, retrieval_target
-from gate.build import build_adapter, build_datamodule, build_encoder, build_spec
+from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.metrics import lookup
 
 from helpers import compose_run

@@ -73,7 +73,7 @@ class Adapter(nn.Module, abc.ABC):
     batch_unit: str = "example"
     batch_key: str | None = "data.batch_size"
     #: Whether the loss of a batch is a mean of per-example terms, so that data-parallel ranks can each take a
-    #: slice of the global batch and their averaged gradients equal one device's (gate.training.distributed). False
+    #: slice of the global batch and their averaged gradients equal one device's (gate.engine.training.distributed). False
     #: (the safe default) for losses over a whole batch (an episode, in-batch contrastive pairs, a batch Dice):
     #: then the device count enters the experiment id.
     loss_splits_across_devices: bool = False

@@ -76,7 +76,7 @@ class LinearClassifier(Adapter):
     """
 
     tasks = frozenset({"classification"})
-    loss_splits_across_devices = True  # a mean over examples (gate.training.distributed)
+    loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     monitor = "acc@1"
 
     def __init__(self, feature_dim: int, num_classes: int, dropout: float = 0.0, label_smoothing: float = 0.0,

@@ -394,7 +394,7 @@ class ZeroShotContrastive(Adapter):
     # Captions name left/right relations: a horizontal flip would make them wrong.
     augment_inputs = False
     # Evaluation batches hold the split's rows in order (a repeated row at the end of a split: see ``row``), so the
-    # validation picture can show each row's raw caption (gate.training.visuals).
+    # validation picture can show each row's raw caption (gate.engine.training.visuals).
     eval_rows_in_order = True
 
     def __init__(self, feature_dim: int, text_tower: GATEEncoder, spec=None, embed_dim: int = 256,

@@ -196,7 +196,7 @@ class MultilabelClassifier(Adapter):
     precision and Brier score, macro and per class. Checkpoints are ranked by validation ``auc_macro``."""
 
     tasks = frozenset({"multilabel"})
-    loss_splits_across_devices = True  # a mean over examples (gate.training.distributed)
+    loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     needs = frozenset({"features"})
     monitor = "auc_macro"
 

@@ -128,7 +128,7 @@ class RelationalReasoner(Adapter):
     """
 
     tasks = frozenset({"relational"})
-    loss_splits_across_devices = True  # a mean over examples (gate.training.distributed)
+    loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     needs = frozenset({"tokens"})
     monitor = "acc@1"
     # Questions name left/right relations: a horizontal flip would make the answers wrong.

@@ -81,7 +81,7 @@ class TemporalAdapter(Adapter):
     augment_inputs = False
     batch_unit = "clip"
     batch_key = "adapter.clips_per_batch"
-    loss_splits_across_devices = True  # a mean over examples (gate.training.distributed)
+    loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
 
     def __init__(self, feature_dim: int, spec, outputs: int, width: int = 128, depth: int = 2, heads: int = 4,
                  mlp_ratio: float = 2.0, dropout: float = 0.0, pool: str = "mean",

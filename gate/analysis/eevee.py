@@ -489,7 +489,7 @@ def score_looped(problem: Problem, subsets: Sequence[Sequence[int]]) -> np.ndarr
     """The reference scorer: one ordinary ``nn.Module`` per (subset, split), trained with autograd.
 
     Same data, same initial weights, same optimiser as :func:`score_batched`; used to check it and to
-    measure its speed-up (``benchmarks/bench_eevee.py``).
+    measure its speed-up (``measurements/bench_eevee.py``).
     """
     import torch
     from torch import nn

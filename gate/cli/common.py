@@ -166,7 +166,7 @@ def _redirect_writes(root: str) -> None:
     import tempfile
     from pathlib import Path
 
-    from gate.validate import check_output_root
+    from gate.engine.validate import check_output_root
 
     base = check_output_root(root)
     tmp = base / "tmp"

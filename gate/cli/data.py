@@ -9,7 +9,7 @@ resized), and with ``force=true`` online any hub or URL copy; offline it never d
 only recomputes the manifest. ``verify`` re-hashes the files prepare recorded (gate/data/hub.py: the completion
 record), then checks the manifest against the data.
 
-The work itself is gate/data/stages.py; this module composes, calls it and prints. A small argparse front takes
+The work itself is gate/engine/prepare.py; this module composes, calls it and prints. A small argparse front takes
 the action; the rest are Hydra overrides composed with ``conf/data.yaml`` through
 Hydra's compose API (the same config groups as gate-run, so ``paths.root=...`` and ``dataset.*`` work alike).
 """
@@ -45,7 +45,7 @@ def dataset_keys() -> list[str]:
 
 
 def do_list(overrides: Sequence[str]) -> None:
-    from gate.data.stages import status_of
+    from gate.engine.prepare import status_of
 
     wanted = dataset_names(overrides)
     overrides = [o for o in overrides if not o.startswith("dataset=")]
@@ -89,7 +89,7 @@ def compose_dataset(overrides: Sequence[str], action: str) -> DictConfig:
 def do_prepare(overrides: Sequence[str]) -> None:
     cfg = compose_dataset(overrides, "prepare")
     prepare_process(cfg)
-    from gate.data.stages import prepare
+    from gate.engine.prepare import prepare
 
     prepare(cfg)
 
@@ -97,7 +97,7 @@ def do_prepare(overrides: Sequence[str]) -> None:
 def do_verify(overrides: Sequence[str]) -> None:
     cfg = compose_dataset(overrides, "verify")
     prepare_process(cfg)
-    from gate.data.stages import verify
+    from gate.engine.prepare import verify
 
     verify(cfg)
 

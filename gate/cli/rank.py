@@ -73,10 +73,10 @@ def prepare(plain: dict[str, Any], searchpath: list[str]):
 
 def contexts(plan, searchpath: list[str]):
     """The proxy's ways of composing and running gate-run / gate-score in this process."""
+    from gate.engine.training.finetune import run_finetune
     from gate.ranking.proxy import ProxyContext
-    from gate.scoring import run_score
+    from gate.scoring.stage import run_score
     from gate.tiers.expand import hydra_compose_context, searchpath_override
-    from gate.training.finetune import run_finetune
 
     store = plan.store()
     sp = searchpath_override(searchpath)

@@ -6,19 +6,19 @@ import hydra
 from omegaconf import DictConfig
 
 from gate.cli.common import hydra_entry, prepare_process, quiet_lightning, run_cli
-from gate.validate import validate_run_config
+from gate.engine.validate import validate_run_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="run")
 def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)
     run_cli("gate-run", validate_run_config, cfg)  # every config problem, before the heavy imports
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     quiet_lightning()
 
     result = run_cli("gate-run", run_finetune, cfg)
-    from gate.training.distributed import process_rank
+    from gate.engine.training.distributed import process_rank
 
     if process_rank() != 0:  # another rank of a data-parallel run: rank 0 reports
         return

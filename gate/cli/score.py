@@ -6,14 +6,14 @@ import hydra
 from omegaconf import DictConfig
 
 from gate.cli.common import hydra_entry, prepare_process, quiet_lightning, run_cli
-from gate.validate import validate_score_config
+from gate.engine.validate import validate_score_config
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="score")
 def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)
     run_cli("gate-score", validate_score_config, cfg)  # every config problem, before the heavy imports
-    from gate.scoring import run_score
+    from gate.scoring.stage import run_score
 
     quiet_lightning()
 

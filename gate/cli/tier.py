@@ -19,8 +19,8 @@ import hydra
 from omegaconf import DictConfig
 
 from gate.cli.common import fail, hydra_entry, prepare_process, run_cli
+from gate.engine.validate import validate_tier_config
 from gate.errors import ConfigError
-from gate.validate import validate_tier_config
 
 CMD = "gate-tier"
 _LIST_KEYS = {"encoder": "encoders", "encoders": "encoders", "seeds": "seeds", "seed": "seeds"}

@@ -4,7 +4,7 @@ once, saved under ``<cache_dir>/<kind>/<name>-<key>`` and memory-mapped from the
 The key covers everything the derived data depends on, so a stale copy can never be served:
 
 * ``params``: what the caller passes (loader arguments, and a stamp of every input file it reads: name, size,
-  mtime; :func:`gate.data.benchmarks._dense.file_stamp`);
+  mtime; :func:`gate.data.loaders._dense.file_stamp`);
 * the **code that derives it**: a hash of the source of the module defining ``build`` and of this package's
   shared derivation helpers (:data:`DERIVATION_MODULES`). Fixing a label map or a target rule changes the
   source, hence the key, hence the cache is rebuilt; no version number has to be remembered and bumped.
@@ -39,7 +39,7 @@ from ..files import set_aside
 RECORD = "gate_cache.json"
 STREAMED = "arrow-splits"  # gate_cache.json "format" of a streamed build: one <split>.arrow per split
 #: Modules whose functions every derivation may call (mask remapping, image encoding, ...): part of every key.
-DERIVATION_MODULES = ("gate.data.benchmarks._dense", "gate.data.standins.canvas", "gate.data.disk_cache")
+DERIVATION_MODULES = ("gate.data.loaders._dense", "gate.data.standins.canvas", "gate.data.disk_cache")
 
 
 @functools.cache

@@ -7,7 +7,7 @@ on one device, and its sequence of batches is shared out:
 
 * when the adapter's loss and metrics are means over examples (``Adapter.loss_splits_across_devices``): every
   global batch is cut into ``world_size`` contiguous slices, one per rank. ``data.batch_size`` stays the **global** batch size, and
-  with the loss weighting of :func:`gate.model.global_batch_loss` the averaged gradient is the one-device
+  with the loss weighting of :func:`gate.engine.model.global_batch_loss` the averaged gradient is the one-device
   gradient of the same batch. A final global batch with fewer examples than ranks is dropped (one device would
   have used it), as an empty slice cannot be trained on.
   Evaluation slices alike, unpadded: every example is scored once.

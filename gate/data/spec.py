@@ -12,21 +12,8 @@ from typing import Any
 
 import numpy as np
 
-# What a target column can hold (one example):
-TARGET_KINDS = {
-    "class": "an integer class id in [0, num_classes)",
-    "multi_hot": "a 0/1 vector of length num_classes",
-    "mask": "an (H, W) integer class map in [0, num_classes) (or ignore_index)",
-    "volume": "the id of the 3-D volume a 2-D slice belongs to (its masks are scored per volume)",
-    "caption": "a text describing the input",
-    "image_group": "the id of the image a row shows, where several rows show one image (their texts all match it)",
-    "contrast_pair": "the id of a Winoground-style example: its two rows (two images, two captions with the same words in "
-                     "another order) are each right only for its own image; scored by the text, image and group scores",
-    "answer": "an integer answer id within its answer type",
-    "answer_type": "an integer answer-type id in [0, len(answer_types))",
-    "clip_label": "an integer class id of a whole clip",
-    "clip_value": "a real value of a whole clip",
-}
+from ..families import TARGET_KINDS  # the registry of task families owns the target kinds
+
 # What each task family reads (its target kinds, whether it has classes, its default targets) is declared by the
 # family's own entry in the registry (gate.families, next to its adapter), not here.
 

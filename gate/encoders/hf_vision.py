@@ -33,7 +33,7 @@ class HFVisionEncoder(GATEEncoder):
 
     model_id / revision: hub repo and pinned revision; checkpoint_path: a local copy of the repo instead.
     architecture: ``clip`` (CLIPVisionModel) or ``siglip`` (SiglipVisionModel) (not ``kind``: a metadata key
-    that gate.build drops). mean / std: the model's normalisation.
+    that gate.engine.build drops). mean / std: the model's normalisation.
     ``model``: wrap a built vision model (tests build tiny random ones).
     """
 

@@ -26,11 +26,11 @@ from gate.ranking.budget import Ledger
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark
 
 MIN_ENCODERS = 3
-POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
+POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.scoring.transferability.collapse.ncti)
 
 
 def known_scores() -> list[str]:
-    from gate.transferability import SCORES
+    from gate.scoring.transferability import SCORES
 
     return [*SCORES, *POOL_SCORES]
 
@@ -160,7 +160,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
     ``{score: {benchmark: {encoder: value}}}`` and the seconds each benchmark's scoring took
     (feature passes + the scores; from the score records' facts, so stored scores count what they cost)."""
-    from gate.build import resolved_config
+    from gate.engine.build import resolved_config
     from gate.results import experiment_id
 
     wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
@@ -193,7 +193,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
                 t: float(rows[t]["value"]) for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")}
         echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s", flush=True)
     if "ncti" in names:
-        from gate.transferability.collapse import ncti
+        from gate.scoring.transferability.collapse import ncti
 
         for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
             values["ncti"][bench] = ncti(pool)

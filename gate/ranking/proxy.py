@@ -175,7 +175,7 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
     state: dict[str, Any] = {"monitor": None, "hib": True}
 
     def evaluate(enc: str, k: int, steps: int, prev: int | None) -> float:
-        from gate.build import resolved_config
+        from gate.engine.build import resolved_config
         from gate.results import experiment_id
 
         exp = by_enc[enc]
@@ -243,7 +243,7 @@ def _stored(records: Sequence[Mapping[str, Any]], exp_id: str) -> list[dict[str,
 
 
 def _rung_id(ctx: ProxyContext, exp: Any, steps: int, r0: int) -> str:
-    from gate.build import resolved_config
+    from gate.engine.build import resolved_config
     from gate.results import experiment_id
 
     return experiment_id(resolved_config(ctx.compose([*exp.overrides, *rung_overrides(steps, r0)])), "finetune")

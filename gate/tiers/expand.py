@@ -227,15 +227,15 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     """Every experiment of ``tier`` for ``encoders`` × seeds (the tier's, unless ``seeds``), with ``overrides``
     (gate-run overrides for all, after the tier's and the entry's). Raises one :class:`ConfigError` listing every
     problem found without training. ``check_prepared`` (default: the data stage's
-    :func:`gate.data.stages.why_not_prepared`) says why a benchmark cannot run here; with ``unprepared_is_error``
+    :func:`gate.engine.prepare.why_not_prepared`) says why a benchmark cannot run here; with ``unprepared_is_error``
     false (jobs described for another machine) that is a warning, not a problem."""
     from hydra.errors import HydraException
 
-    from gate.build import resolved_config
-    from gate.validate import validate_run_config
+    from gate.engine.build import resolved_config
+    from gate.engine.validate import validate_run_config
 
     if check_prepared is None:
-        from gate.data.stages import why_not_prepared as check_prepared
+        from gate.engine.prepare import why_not_prepared as check_prepared
     root = Path(root).expanduser().resolve()
     encoders = tuple(dict.fromkeys(encoders))
     seeds = tuple(seeds) if seeds is not None else tier.seeds

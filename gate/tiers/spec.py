@@ -15,7 +15,7 @@ benchmarks:
 ```
 
 Override values are written as Hydra overrides (``key=value``; lists as ``[a,b]``); a key may also be a
-config group (``experiment: paper_finetune``). The recipe follows the encoder's architecture family
+config group (``preset: paper_finetune``). The recipe follows the encoder's architecture family
 (encoder configs choose it), so entries do not name one.
 """
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from gate.data.benchmarks.segmentation import CITYSCAPES_IDS, COCO_STUFF_IDS
+from gate.data.loaders.segmentation import CITYSCAPES_IDS, COCO_STUFF_IDS
 
 H, W = 24, 32  # small, not square: loaders must not assume a shape
 OVERRIDES = {"dataset.protocol.mask_size": 32}

@@ -9,8 +9,8 @@ import lightning as L
 import torch
 from torchmetrics import MeanMetric
 
-from .adapters.base import Adapter, target_length, to_cpu
-from .encoders.base import GATEEncoder
+from ..adapters.base import Adapter, target_length, to_cpu
+from ..encoders.base import GATEEncoder
 
 
 def global_batch_loss(trainer, loss: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -5,7 +5,7 @@ time and peak resident memory. Where the run uses a GPU and NVML is importable (
 ``nvidia-ml-py``, module ``pynvml``): GPU utilisation, memory, power and the energy used since training
 started (kWh). Otherwise one info line says why the GPU part is off.
 
-The facts themselves are computed by :class:`gate.training.facts.RunFacts`, which this monitor extends; it
+The facts themselves are computed by :class:`gate.engine.training.facts.RunFacts`, which this monitor extends; it
 only adds the periodic logging and the NVML energy meter.
 """
 

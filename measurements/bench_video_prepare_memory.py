@@ -1,7 +1,7 @@
 """Peak memory of preparing a video benchmark's derived data (decode, sample, JPEG-encode, write), 1x vs 10x clips.
 
-    python benchmarks/bench_video_prepare_memory.py                  # kinetics400 fixture at 1x and 10x
-    python benchmarks/bench_video_prepare_memory.py --scales 1 10 20 --key ucf101
+    python measurements/bench_video_prepare_memory.py                  # kinetics400 fixture at 1x and 10x
+    python measurements/bench_video_prepare_memory.py --scales 1 10 20 --key ucf101
 
 For each scale it writes the benchmark's test fixture (tests/benchmark_fixtures/video.py, ``scale`` times the
 clips) and prepares it in a **fresh process** with the config's defaults (8 frames of 224 px for the clip
@@ -27,7 +27,7 @@ PREPARE = """
 import json, resource, sys, time, warnings, yaml
 warnings.simplefilter("ignore")
 key, copy, cache = sys.argv[1:4]
-from gate.data.benchmarks import video as loaders
+from gate.data.loaders import video as loaders
 source = yaml.safe_load(open(f"{sys.argv[4]}/conf/dataset/{key}.yaml"))["source"]
 start = time.perf_counter()
 ds = getattr(loaders, key)(copy, source, cache_dir=cache, frame_size=224, **({} if key == "iwildcam" else {"frames": 8}))

@@ -1,7 +1,7 @@
 """gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs with two
 seeds, then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
 
-    nice -n 10 .venv/bin/python benchmarks/rank_validation.py --root /tmp/rank_validation > rank_validation.log 2>&1
+    nice -n 10 .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation > rank_validation.log 2>&1
 
 Every stage goes through the results store under ``--root``: rerunning the script after a kill trains only what
 is missing. Sizes are set for a shared 2-core CPU (~40 min); raise ``--steps``, ``--benchmarks`` and the
@@ -49,8 +49,8 @@ def ground_truth_in_process(tier: Path, encoders: list[str], root: Path, shard: 
     import warnings
 
     from gate.cli.common import quiet_lightning
+    from gate.engine.training.finetune import run_finetune
     from gate.tiers.expand import expand_tier, hydra_compose_context, load_tier
-    from gate.training.finetune import run_finetune
 
     quiet_lightning()
     plan = expand_tier(load_tier(str(tier)), encoders, root)

@@ -1,8 +1,8 @@
 """The gate-score stage: transferability scores from one cached pass of features (``conf/score.yaml``).
 
-For one encoder × dataset × split it extracts (or loads from the cache, see :mod:`gate.features`) the pooled
+For one encoder × dataset × split it extracts (or loads from the cache, see :mod:`gate.scoring.features`) the pooled
 features, labels and — for encoders with a source classification head — source probabilities, computes every
-applicable score of :data:`gate.transferability.SCORES` (or those listed in ``metrics``) and appends one
+applicable score of :data:`gate.scoring.transferability.SCORES` (or those listed in ``metrics``) and appends one
 ``Record(kind="score", split=<split>, metric=<score name>, higher_is_better=...)`` per score to the results
 store (``paths.results``).
 
@@ -13,7 +13,7 @@ cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D}``. Re-
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
 the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`).
 
-The encoder is built seeded from the experiment's ``seed`` (:func:`gate.build.build_encoder`), as fine-tuning
+The encoder is built seeded from the experiment's ``seed`` (:func:`gate.engine.build.build_encoder`), as fine-tuning
 builds it: a randomly initialised encoder (``resnet18_scratch``) scores the same on every extraction, and is the
 very encoder a fine-tuning run of that seed starts from.
 """
@@ -27,9 +27,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from .build import resolved_config
-from .families import families, family
-from .results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
+from ..engine.build import resolved_config
+from ..families import families, family
+from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 
 
 @dataclasses.dataclass
@@ -67,7 +67,7 @@ def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
 
 def run_score(cfg: DictConfig) -> ScoreResult:
     """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``), appending records."""
-    from .validate import validate_score_config
+    from ..engine.validate import validate_score_config
 
     validate_score_config(cfg)
     config = resolved_config(cfg)

@@ -5,7 +5,7 @@ One place computes each fact (docs/results.md lists them):
 * :class:`RunFacts` (always on): training step time and throughput, the fraction of the training time spent
   waiting for data, CPU time, peak memory, GPU-hours, the step a resumed run started at, and the model's
   metadata (parameters, trainable parameters, forward GFLOPs per example at the run's input size);
-* :class:`gate.training.hardware.HardwareMonitor` (a RunFacts that also logs ``hw/*`` metrics while training)
+* :class:`gate.engine.training.hardware.HardwareMonitor` (a RunFacts that also logs ``hw/*`` metrics while training)
   adds the energy measured through NVML (``energy_kwh``; null when nothing measured it).
 """
 
@@ -23,7 +23,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from ..encoders.base import INPUT_KEYS
+from ...encoders.base import INPUT_KEYS
 
 
 def peak_host_memory_mb() -> float:

@@ -16,13 +16,13 @@ import hydra
 import hydra.errors
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from .adapters.base import Adapter
-from .data.datamodule import GATEDataModule
-from .data.spec import DatasetSpec
-from .data.splits import cap_unit, make_splits, split_options
-from .encoders.base import GATEEncoder
-from .errors import GateError
-from .families import family
+from ..adapters.base import Adapter
+from ..data.datamodule import GATEDataModule
+from ..data.spec import DatasetSpec
+from ..data.splits import cap_unit, make_splits, split_options
+from ..encoders.base import GATEEncoder
+from ..errors import GateError
+from ..families import family
 
 META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
 
@@ -75,7 +75,7 @@ def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None, s
 
 
 def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATEEncoder:
-    from .encoders.stems import needs_stem, stem_encoder
+    from ..encoders.stems import needs_stem, stem_encoder
 
     plain = dict(to_plain(encoder_cfg))
     stem_cfg = plain.pop("stem", None)

@@ -2,7 +2,7 @@
 
 ``trainer.devices=N`` (and ``trainer.num_nodes``) run one experiment as ``N`` processes. Lightning starts the
 other ranks by re-running the command (or SLURM starts every task), so each rank walks through
-:func:`gate.training.finetune.run_finetune`. Exactly one of them, global rank 0, touches shared state: it takes
+:func:`gate.engine.training.finetune.run_finetune`. Exactly one of them, global rank 0, touches shared state: it takes
 the experiment's lock, removes checkpoints on ``force``, sets damaged checkpoints aside, writes the one record
 set and prunes checkpoints; the others follow read-only. Batches are shared out by :mod:`gate.data.distributed`
 so that, for adapters whose loss is a mean over examples, the gradient is the one-device gradient of the same
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..parallel import requested_world_size
+from ...parallel import requested_world_size
 
 
 def process_rank() -> int:

@@ -31,7 +31,7 @@ def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top
 def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callback]]:
     """The run's facts callback and its logging callbacks from the ``callbacks`` config group
     (conf/callbacks/default.yaml; docs/logging.md). The facts callback is always there (every record carries
-    its facts); with ``hardware.enabled`` it is the :class:`~gate.training.hardware.HardwareMonitor`, which also
+    its facts); with ``hardware.enabled`` it is the :class:`~gate.engine.training.hardware.HardwareMonitor`, which also
     logs ``hw/*`` metrics and meters GPU energy."""
     from .facts import RunFacts
     from .gradnorms import GradNormLogger

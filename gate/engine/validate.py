@@ -17,7 +17,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from .errors import ConfigError
+from ..errors import ConfigError
 
 # Below this input resolution image benchmarks measure the resize, not the encoder: warn.
 IMAGE_SIZE_FLOOR = 32
@@ -101,9 +101,9 @@ class _Checker:
 
 
 def _check_layout(c: _Checker) -> None:
-    """The process layout (gate.training.distributed): Lightning's own strategies gate does not shard for (FSDP,
+    """The process layout (gate.engine.training.distributed): Lightning's own strategies gate does not shard for (FSDP,
     DeepSpeed, spawn) are refused, as is a global batch too small to give every rank an example."""
-    from .parallel import STRATEGIES, requested_world_size
+    from ..parallel import STRATEGIES, requested_world_size
 
     c.choice("trainer.strategy", STRATEGIES, optional=True)
     c.integer("trainer.num_nodes", 1, required=False)
@@ -216,7 +216,7 @@ def _check_modality(c: _Checker) -> None:
     takes = getattr(cls, "modalities", None)
     if cls is None or not modality or not takes or modality in takes or (modality == "video" and "image" in takes):
         return  # (an image encoder takes video frame by frame)
-    from .encoders.stems import STEM_MODALITIES
+    from ..encoders.stems import STEM_MODALITIES
 
     if getattr(cls, "takes_embeddings", False) and modality in STEM_MODALITIES:
         patch = c.integer("encoder.stem.patch_size", 1, required=False)  # a patch stem feeds the body images
@@ -236,7 +236,7 @@ def _check_modality(c: _Checker) -> None:
 def _family_of(c: _Checker):
     """The registered task family of ``dataset.task`` (after importing the adapter class, whose module registers a
     family of a user's own), or None when there is none (:func:`_check_dataset` reports it)."""
-    from .families import family
+    from ..families import family
 
     task = c.get("dataset.task", None)
     if not isinstance(task, str):
@@ -253,7 +253,7 @@ def _check_dataset(c: _Checker) -> None:
     if not isinstance(dataset, Mapping):
         c.problems.append("dataset is missing: expected the dataset group (e.g. dataset=fashion_mnist)")
         return
-    from .families import family_names
+    from ..families import family_names
 
     fam = _family_of(c)
     if fam is None:
@@ -285,7 +285,7 @@ def _adapters_for(task: str) -> list[str]:
 
     import gate.conf
 
-    from .families import family
+    from ..families import family
 
     try:
         names = [family(task).default_adapter]
@@ -321,7 +321,7 @@ def _check_recipe(c: _Checker) -> None:
 def _check_adapter(c: _Checker) -> None:
     """The adapter section against its class's declared settings (gate/settings.py), and its task family against
     the dataset's, before anything is built."""
-    from .settings import adapter_settings, check_section
+    from ..settings import adapter_settings, check_section
 
     adapter = c.get("adapter", None)
     if not isinstance(adapter, Mapping):
@@ -335,7 +335,7 @@ def _check_adapter(c: _Checker) -> None:
     task = dataset.get("task") if isinstance(dataset, Mapping) else None
     tasks = getattr(cls, "tasks", frozenset())
     if isinstance(task, str) and tasks and task not in tasks:
-        from .families import family
+        from ..families import family
 
         needs = sorted({k for t in tasks for k in family(t).targets})
         has = dataset.get("targets") or {}
@@ -505,7 +505,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     if metrics is not None and not isinstance(metrics, (str, list)):
         c.bad("metrics", metrics, "expected a list of score names or null (every applicable score)")
     elif metrics is not None:
-        from .transferability import SCORES
+        from ..scoring.transferability import SCORES
 
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         unknown = [m for m in names if m not in SCORES]
@@ -529,7 +529,7 @@ def validate_tier_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``tier_run.yaml`` (gate-tier's settings and its ``launcher:`` section, declared in
     :mod:`gate.settings`); returns it as plain resolved data. The tier file itself is checked when it is loaded
     (:func:`gate.tiers.spec.parse_tier`)."""
-    from .settings import LAUNCHER_SETTINGS, TIER_RUN_SETTINGS, check_section
+    from ..settings import LAUNCHER_SETTINGS, TIER_RUN_SETTINGS, check_section
 
     plain = _resolved(cfg)
     c = _Checker(plain)

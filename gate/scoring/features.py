@@ -5,7 +5,7 @@
 probabilities ``(n, S)`` (softmax of the head's logits). The first call builds the encoder and the split,
 runs the encoder once (eval mode, no gradients, deterministic evaluation transform — never the training
 augmentation, whatever the split) and saves the result; later calls with the same key load it. The encoder is
-built seeded from the config's ``seed`` (:func:`gate.build.build_encoder`), so a randomly initialised encoder
+built seeded from the config's ``seed`` (:func:`gate.engine.build.build_encoder`), so a randomly initialised encoder
 gives the same features on every extraction (the cache is never what makes them agree).
 
 The cache key is a hash of everything that changes the numbers: the resolved encoder config (including its
@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from .build import build_encoder, build_spec, build_splits, to_plain
-from .files import atomic_write, atomic_write_text, set_aside
-from .results import stable_hash
-from .training.checkpoints import is_complete_checkpoint
+from ..engine.build import build_encoder, build_spec, build_splits, to_plain
+from ..engine.training.checkpoints import is_complete_checkpoint
+from ..files import atomic_write, atomic_write_text, set_aside
+from ..results import stable_hash
 
 __all__ = ["FeatureSet", "feature_cache_key", "feature_cache_path", "extract_features", "cached_features"]
 
@@ -69,7 +69,7 @@ def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | 
 
 
 def _cap_unit(dataset_cfg: Mapping[str, Any]) -> str | None:
-    from .data.splits import cap_unit
+    from ..data.splits import cap_unit
 
     spec = build_spec(dataset_cfg)
     return cap_unit(spec.task, spec.targets, (dataset_cfg.get("splits") or {}).get("group_column"), spec.label_column)
@@ -124,7 +124,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
 
     from torch.utils.data import DataLoader
 
-    from .data.datamodule import TransformedSplit
+    from ..data.datamodule import TransformedSplit
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")

@@ -1,8 +1,8 @@
 """Peak memory of testing a segmentation model with checkpoint ensembles, at ADE20K's shapes, for a test split of
-N and 10·N images: it must not grow with the test split (the test pass streams, gate/training/ensemble.py).
+N and 10·N images: it must not grow with the test split (the test pass streams, gate/engine/training/ensemble.py).
 
-    python benchmarks/bench_ensemble_memory.py            # N = 4 and 40 (each run in a fresh process)
-    python benchmarks/bench_ensemble_memory.py --test 40  # one run, prints its peak
+    python measurements/bench_ensemble_memory.py            # N = 4 and 40 (each run in a fresh process)
+    python measurements/bench_ensemble_memory.py --test 40  # one run, prints its peak
 
 ADE20K under the paper protocol: 150 classes, 256×256 masks, 224 px images; the logits of one test image are
 150 × 256 × 256 float32 = 39 MiB per checkpoint. The encoder is the packaged EfficientNet-Lite0 (the decoder and
@@ -45,7 +45,7 @@ def one_run(test: int) -> dict:
     from hydra import compose, initialize_config_module
     from omegaconf import open_dict
 
-    from gate.training.finetune import run_finetune
+    from gate.engine.training.finetune import run_finetune
 
     root = tempfile.mkdtemp(prefix="gate-ensemble-memory-")
     with initialize_config_module("gate.conf", version_base=None):

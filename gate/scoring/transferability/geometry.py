@@ -53,7 +53,7 @@ def transrate(features: Any, labels: Any, eps: float = 1e-4) -> float:
     Log-determinants come from Cholesky factors of the smaller Gram matrix of each block. The per-class blocks
     are small (``n_c × n_c``), so they are computed with one thread (scoped by ``threadpoolctl``; no global
     setting changes): with the default two threads on a busy 2-core machine the per-class loop was measured
-    an order of magnitude slower (see ``benchmarks/bench_transferability.py``).
+    an order of magnitude slower (see ``measurements/bench_transferability.py``).
     """
     f = check_features(features)
     lab, num_classes = check_labels(labels, f.shape[0], device=f.device)

@@ -3,7 +3,7 @@
 ``SCORES`` holds the supervised transferability scores, each declaring which input it needs: ``"features"``
 (the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities, only for encoders with a
 classification head). NCTI is relative to a pool of models, so its three per-model terms are registered
-(``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.transferability.ncti` combines a pool's terms.
+(``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.scoring.transferability.ncti` combines a pool's terms.
 ``DISCREPANCIES`` holds the unsupervised source–target discrepancies. Directions and citations are not stated
 here: :attr:`Metric.higher_is_better` and :attr:`Metric.citation` read them from :mod:`gate.metrics`, the one
 registry of metric names (all scores are higher-is-better there, all discrepancies lower-is-better).
@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from .. import metrics as _metrics
+from ... import metrics as _metrics
 from . import collapse, discrepancy, energy, evidence, fisher, geometry, hscore, mixture, probes, source
 
 __all__ = ["Metric", "SCORES", "DISCREPANCIES", "applicable_scores"]

@@ -27,9 +27,10 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """(status, facts) of a composed dataset: prepared / on disk (fetched by gate, or the user's own copy with no
     hashes) / incomplete download / damaged / packaged / downloadable / needs credentials / needs registration /
     unavailable offline."""
-    from gate.build import build_spec, manifest_dir_of
     from gate.data import hub
     from gate.data.manifest import manifest_path, recipe_of
+
+    from .build import build_spec, manifest_dir_of
 
     ds = cfg.dataset
     source = _plain(cfg, "dataset.source") or {}
@@ -92,9 +93,10 @@ def why_not_prepared(dataset: Mapping[str, Any]) -> str | None:
 def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
     """Fetch the dataset's copy if needed (:func:`fetch_or_reuse`), then read it and write its split manifest;
     returns the split sizes."""
-    from gate.build import build_splits, manifest_dir_of
     from gate.data import hub
     from gate.errors import ConfigError
+
+    from .build import build_splits, manifest_dir_of
 
     source = _plain(cfg, "dataset.source") or {}
     problems = hub.source_problems(source) if source else []
@@ -142,9 +144,10 @@ def verify(cfg: DictConfig, echo: Echo = print) -> None:
     """Re-hash the files prepare recorded (:func:`verify_hashes`), then check the split manifest against the data."""
     import hydra
 
-    from gate.build import build_spec, manifest_dir_of, to_plain
     from gate.data.manifest import check_manifest, manifest_path, read_manifest, recipe_of, source_fingerprint
     from gate.errors import GateError
+
+    from .build import build_spec, manifest_dir_of, to_plain
 
     dataset = to_plain(cfg.dataset)
     spec = build_spec(dataset)

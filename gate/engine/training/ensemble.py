@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
-from ..adapters.base import target_length
+from ...adapters.base import target_length
 from ..model import GATEModel
 
 

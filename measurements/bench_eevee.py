@@ -1,8 +1,8 @@
 """EEVEE speed benchmark: the batched meta-model scorer vs one nn.Module at a time, and a full search.
 
-    python benchmarks/bench_eevee.py                       # the paper's table, k=8, 32 candidates
-    python benchmarks/bench_eevee.py --quick               # a minute: fewer looped candidates, a short search
-    python benchmarks/bench_eevee.py --no-search --threads 1 --workers 2   # the loop on one thread
+    python measurements/bench_eevee.py                       # the paper's table, k=8, 32 candidates
+    python measurements/bench_eevee.py --quick               # a minute: fewer looped candidates, a short search
+    python measurements/bench_eevee.py --no-search --threads 1 --workers 2   # the loop on one thread
 
 Prints (1) seconds per candidate for the batched scorer (gate.analysis.eevee.score_batched) and for
 the ordinary loop (score_looped: an nn.Module + autograd + torch.optim.AdamW per candidate and

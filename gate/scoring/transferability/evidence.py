@@ -55,7 +55,7 @@ def logme(features: Any, labels: Any, regression: bool = False, *, tol: float = 
     the one-hot matrix). Everything but the Gram matrix runs in a one-thread ``threadpoolctl`` scope (small
     arrays and element-wise passes, where threads only synchronise). Measured at n=5000, d=1024, C=100: the
     whole call within 1.0–1.4× the time of the Gram matrix plus the eigendecomposition alone (see
-    ``benchmarks/bench_transferability.py``). Features are used as given (no centring, no bias), as in the
+    ``measurements/bench_transferability.py``). Features are used as given (no centring, no bias), as in the
     paper.
 
     Args:

@@ -90,7 +90,7 @@ def renderer(*names: str):
 def renderer_of(task: str) -> Callable[[VisualBatch], Figure] | None:
     """The renderer task family ``task`` names, or None when it names none; a ValueError when it names one that
     is not registered (a typo must not silently drop every figure)."""
-    from ..families import family
+    from ...families import family
 
     name = family(task).renderer
     if name is None:
@@ -260,8 +260,8 @@ def zero_shot(v: VisualBatch) -> Figure:
     """Each shown image with its top 3 captions among its own candidates (the retrieval adapter's candidate group),
     marked right by the adapter's target: a caption is right when the match matrix says so, i.e. the row's own
     caption, the same caption text, or a caption of the same image (an ``image_group``, e.g. an NYCC cartoon)."""
-    from ..adapters.contrastive import candidates as candidate_mask
-    from ..adapters.contrastive import retrieval_target
+    from ...adapters.contrastive import candidates as candidate_mask
+    from ...adapters.contrastive import retrieval_target
 
     logits = v.predictions.float()  # (B images, B captions)
     target = retrieval_target(v.batch)
@@ -386,7 +386,7 @@ def save_png(fig: Figure, path: Path) -> Path:
 def _sequential_rows(adapter) -> bool:
     """Whether the adapter serves evaluation splits as plain, unshuffled batches (row i of the split is
     example i of the first batch), so raw columns can be read for the shown examples."""
-    from ..adapters.base import Adapter
+    from ...adapters.base import Adapter
 
     return type(adapter).dataloader is Adapter.dataloader or bool(getattr(adapter, "eval_rows_in_order", False))
 
@@ -448,7 +448,7 @@ class VisualLogger(L.Callback):
 
     def _log(self, trainer, pl_module, batch, predictions: torch.Tensor) -> None:
         """Draw the family's figure for the first validation batch of a dataset whose inputs are pictures."""
-        from ..adapters.base import to_cpu
+        from ...adapters.base import to_cpu
 
         datamodule = getattr(trainer, "datamodule", None)
         spec = getattr(datamodule, "spec", None)

@@ -9,7 +9,7 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..files import set_aside
+from ...files import set_aside
 
 KEEP = ("best", "all", "none")
 

@@ -18,9 +18,9 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component, resolved_config
 from ..model import GATEModel
-from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..validate import validate_run_config
 from .checkpoints import prune, resume_point
 from .distributed import process_rank
