@@ -50,7 +50,7 @@ RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
     "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size", "adapter", "recipe"),
 }
 # Keys that vary between the runs that analysis compares or averages: the seed (replicas) and the entrant
-# (the encoder and the recipe that follows its architecture family). What is left is the protocol.
+# (the encoder and the recipe that follows its encoder.architecture). What is left is the protocol.
 REPLICA_KEYS = ("seed",)
 ENTRANT_KEYS = ("encoder", "recipe")
 

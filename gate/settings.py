@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 # Keys of a config section that describe it (records, docs) rather than configure it (gate.engine.build.META_KEYS).
-META_KEYS = ("_target_", "name", "family", "kind", "notes", "recipe_hint")
+META_KEYS = ("_target_", "name", "architecture", "kind", "notes", "recipe_hint")
 
 
 def _show(value: Any) -> str:

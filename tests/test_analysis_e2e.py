@@ -29,7 +29,7 @@ def make_store(root: Path) -> Path:
     quality = dict(zip(ENCODERS, [0.55, 0.8, 0.85, 0.6, 0.3]))
     for ds, classes in DATASETS.items():
         for enc in ENCODERS:
-            base = {"dataset": {"name": ds, "num_classes": classes, "family": "Img Class", "task": "classification"},
+            base = {"dataset": {"name": ds, "num_classes": classes, "paper_group": "Img Class", "task": "classification"},
                     "encoder": {"name": enc}, "adapter": {"name": "linear_classifier"}, "recipe": {"name": "conv"}}
             for seed in (0, 1):
                 acc = float(np.clip(quality[enc] + 0.02 * rng.normal(), 0, 1))
@@ -60,7 +60,7 @@ def make_store(root: Path) -> Path:
 
 EXPECTED = ["table.csv", "table.md", "table.tex", "table_std.csv", "table_n.csv", "summary.csv", "tiers.csv",
             "tiers_benchmarks.csv", "correlations.csv", "correlation_points.csv", "report.html",
-            "figures/ranking_heatmap.png", "figures/families.png", "figures/benchmarks_heatmap.png"]
+            "figures/ranking_heatmap.png", "figures/groups.png", "figures/benchmarks_heatmap.png"]
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +80,7 @@ def test_gate_analysis_writes_every_file(report):
         assert (out / name).is_file(), name
     assert "records.jsonl:" in proc.stderr and "skipping corrupt record line" in proc.stderr
     table = pd.read_csv(out / "table.csv")
-    assert list(table.columns[:4]) == ["family", "dataset", "metric", "higher_is_better"]
+    assert list(table.columns[:4]) == ["paper_group", "dataset", "metric", "higher_is_better"]
     assert set(table.columns[4:]) == set(ENCODERS)
     assert set(table["metric"]) == {"acc@1", "acc@5", "loss", "ensemble_3/acc@1"}  # test split only
     n = pd.read_csv(out / "table_n.csv")
@@ -94,7 +94,7 @@ def test_gate_analysis_writes_every_file(report):
     coral = corr[corr["score_metric"] == "coral"]
     assert (coral["spearman"] > 0.5).all()  # lower-is-better discrepancy negated before correlating
     tiers = pd.read_csv(out / "tiers.csv")
-    assert "family:Img Class" in tiers.columns and "family:Img Class:rank" in tiers.columns
+    assert "group:Img Class" in tiers.columns and "group:Img Class:rank" in tiers.columns
     assert tiers.iloc[0]["encoder"] == "efficientnet_lite1"
     for ds in DATASETS:
         assert (out / "figures" / f"scores_{ds}_acc@1.png").is_file()
@@ -198,7 +198,7 @@ def test_gate_run_and_gate_score_records_to_report(tmp_path, digits_smoke_run, m
     assert {"logme", "h_score", "transrate"} <= set(corr["score_metric"])  # gate-score's feature scores
     assert (corr["n"] == 3).all() and (corr["target_metric"] == "acc@1").all()
     tiers = pd.read_csv(out / "tiers.csv")
-    assert "family:Img Class" in tiers.columns
+    assert "group:Img Class" in tiers.columns
     check_report_in_browser(out / "report.html", tmp_path)
 
 

@@ -18,7 +18,7 @@ PAPER = default_paper_table()
 
 def _rec(encoder="r18", dataset="digits", metric="acc@1", value=0.9, seed=0, kind="finetune", split="test",
          experiment=None, timestamp="", hib=True, recipe="conv", config=None):
-    cfg = config if config is not None else {"dataset": {"name": dataset, "num_classes": 10, "family": "Img Class"},
+    cfg = config if config is not None else {"dataset": {"name": dataset, "num_classes": 10, "paper_group": "Img Class"},
                                              "recipe": {"name": recipe}, "encoder": {"name": encoder}, "seed": seed}
     return Record(experiment=experiment or f"{encoder}-{dataset}-{seed}-{recipe}", kind=kind, encoder=encoder,
                   dataset=dataset, task="classification", adapter="linear", recipe=recipe, seed=seed, split=split,
@@ -51,7 +51,7 @@ def test_jsonl_with_a_corrupt_line_keeps_the_rest(tmp_path):
         loaded = load_results(store.path)
     assert sorted(loaded.long["encoder"]) == ["a", "b", "c"]
     assert loaded.long["num_classes"].iloc[0] == 10
-    assert loaded.long["family"].iloc[0] == "Img Class"
+    assert loaded.long["paper_group"].iloc[0] == "Img Class"
 
 
 def test_seeds_are_averaged_and_the_latest_duplicate_wins(tmp_path):
@@ -71,7 +71,7 @@ def test_seeds_are_averaged_and_the_latest_duplicate_wins(tmp_path):
 
 def test_split_filter_and_variants_kept_apart(tmp_path):
     store = ResultsStore(tmp_path / "r.jsonl")
-    bigger = {"dataset": {"name": "digits", "num_classes": 10, "family": "Img Class"}, "recipe": {"name": "conv"},
+    bigger = {"dataset": {"name": "digits", "num_classes": 10, "paper_group": "Img Class"}, "recipe": {"name": "conv"},
               "encoder": {"name": "r18"}, "seed": 0, "image_size": 64}
     store.append([_rec(value=0.8), _rec(value=0.5, split="val"), _rec(value=0.6, config=bigger, experiment="big"),
                   _rec(encoder="vit", value=0.7)])
@@ -127,7 +127,7 @@ def test_empty_inputs_are_clear_errors(tmp_path):
     with pytest.raises(ValueError, match="empty"):
         load_results(header_only)
     wide_all_missing = tmp_path / "wide.csv"
-    wide_all_missing.write_text("family,dataset,metric,higher_is_better,a,b\nF,x,acc,true,,\n")
+    wide_all_missing.write_text("paper_group,dataset,metric,higher_is_better,a,b\nF,x,acc,true,,\n")
     with pytest.warns(UserWarning, match="no value for any encoder"), pytest.raises(ValueError, match="empty"):
         load_results(wide_all_missing)
     jsonl = tmp_path / "r.jsonl"
@@ -168,7 +168,7 @@ def test_wide_table_round_trip(tmp_path):
     pd.testing.assert_frame_equal(s.reset_index(drop=True)[["encoder", "benchmark", "metric", "mean"]],
                                   s2.reset_index(drop=True)[["encoder", "benchmark", "metric", "mean"]])
     raw = json.loads(json.dumps(list(wide.columns[:4])))
-    assert raw == ["family", "dataset", "metric", "higher_is_better"]
+    assert raw == ["paper_group", "dataset", "metric", "higher_is_better"]
 
 
 REGISTERED = {"rankme": True, "logme": True, "acc@1": True, "cmd": False, "ot": False, "kld": False, "wd": False,
@@ -204,7 +204,7 @@ def test_a_file_contradicting_the_registry_is_overruled_with_a_warning(tmp_path)
         loaded = load_results(old)
     assert dict(zip(loaded.long["metric"], loaded.long["higher_is_better"])) == {"rankme": True, "coral": False}
     wide = tmp_path / "wide.csv"
-    wide.write_text("family,dataset,metric,higher_is_better,a,b\nF,x,loss,true,1,2\nF,x,My Thing,false,3,4\n")
+    wide.write_text("paper_group,dataset,metric,higher_is_better,a,b\nF,x,loss,true,1,2\nF,x,My Thing,false,3,4\n")
     with pytest.warns(UserWarning, match=r"\['loss'\] contradicts the registry"):
         long = load_results(wide).long
     assert dict(zip(long["metric"], long["higher_is_better"])) == {"loss": False, "My Thing": False}
@@ -220,3 +220,24 @@ def test_a_store_with_nul_bytes_after_a_crash_keeps_its_good_records(tmp_path):
     with pytest.warns(UserWarning, match="records.jsonl:2"):
         loaded = load_results(store.path)
     assert sorted(loaded.long["encoder"]) == ["a", "b"]
+
+
+def test_records_written_before_the_rename_keep_their_paper_group(tmp_path):
+    """A store written before issue 16 names the paper group dataset.family: it is still read as the group (the
+    same fact under its old key), so old results are not left out of the group means."""
+    store = ResultsStore(tmp_path / "records.jsonl")
+    old = {"dataset": {"name": "digits", "num_classes": 10, "family": "Img Class"}, "recipe": {"name": "conv"},
+           "encoder": {"name": "a"}, "seed": 0}
+    store.append([_rec(encoder="a", config=old, value=0.5), _rec(encoder="b", value=0.7)])
+    assert load_results(store.path).long["paper_group"].tolist() == ["Img Class", "Img Class"]
+
+
+@pytest.mark.parametrize("header", ["family,dataset,metric,higher_is_better,a\nF,x,acc@1,true,1\n",
+                                    "family,encoder,dataset,metric,value\nF,a,x,acc@1,1\n"])
+def test_a_table_with_the_old_family_column_is_refused_naming_paper_group(tmp_path, header):
+    """Read as before, a wide table's 'family' column would be taken for an encoder (a long one's would be dropped)."""
+    path = tmp_path / "old.csv"
+    path.write_text(header)
+    with pytest.raises(ValueError) as err:
+        load_results(path)
+    assert "\n" not in str(err.value) and "column 'family' was renamed 'paper_group'" in str(err.value)

@@ -1,5 +1,5 @@
 """Results that differ by configuration, on records shaped like gate-run/gate-score's (composed configs):
-protocol variants of a dataset are labelled readably and only the main one enters tier/family means;
+protocol variants of a dataset are labelled readably and only the main one enters tier/group means;
 one encoder name run as several entrants on the same protocol is split, never averaged as seeds."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def test_protocol_variants_are_labelled_and_only_the_main_one_enters_the_means(t
         for seed in (0, 1):
             store.append(finetune(enc, "digits", acc + 0.01 * seed, seed))
         store.append(finetune(enc, "fashion_mnist", acc - 0.1))
-    # One differently configured run each: they must not split "digits" or blank the family means.
+    # One differently configured run each: they must not split "digits" or blank the group means.
     store.append(finetune("efficientnet_lite0", "digits", 0.9, extra=("image_size=64",)))
     store.append(finetune("resnet18_scratch", "digits", 0.4,
                           extra=("data.max_val_samples=null", "trainer.max_steps=500")))
@@ -72,13 +72,13 @@ def test_protocol_variants_are_labelled_and_only_the_main_one_enters_the_means(t
     assert not ft.loc[ft["benchmark"].isin(odd), "main_variant"].any()
     assert ft.loc[~ft["benchmark"].isin(odd), "main_variant"].all()
     message = " ".join(str(w.message) for w in caught)
-    assert "left out of tier and family means" in message and all(name in message for name in odd)
+    assert "left out of tier and group means" in message and all(name in message for name in odd)
 
     tiers, info = tier_summary(summary, {"small": ["digits", "fashion_mnist"]}, load_benchmark_meta())
     t = tiers.set_index("encoder")
-    assert t["family:Img Class"].notna().all() and t["tier:small"].notna().all()  # no encoder blanked
+    assert t["group:Img Class"].notna().all() and t["tier:small"].notna().all()  # no encoder blanked
     expected = {enc: (acc + 0.005 + acc - 0.1) / 2 for enc, acc in ENCODERS.items()}
-    assert t["family:Img Class"].to_dict() == pytest.approx(expected)
+    assert t["group:Img Class"].to_dict() == pytest.approx(expected)
     i = info.set_index("benchmark")
     assert not i.loc[odd, "in_means"].any() and i.loc[["digits", "fashion_mnist"], "in_means"].all()
 

@@ -51,7 +51,7 @@ def test_loader_reads_the_local_copy_with_declared_targets(key, tmp_path):
         assert set(spec.targets) <= set(split.column_names), (name, split.column_names)
         if spec.task == "segmentation":
             masks = np.stack(list(_column(split, "mask")))
-            size = cfg.dataset.protocol.mask_size
+            size = cfg.dataset.paper_protocol.mask_size
             assert masks.shape[1:] == (size, size)
             valid = (masks < spec.num_classes) | (masks == (spec.ignore_index if spec.ignore_index is not None else -1))
             assert valid.all(), f"{key}/{name}: labels outside the class range"

@@ -93,6 +93,57 @@ def test_dataset_specs(tmp_path, name):
     assert fam.targets <= set(spec.targets.values()) <= fam.target_kinds
 
 
+def test_analysis_reads_each_dataset_config_as_the_engine_composes_it(tmp_path):
+    """gate.analysis reads a dataset YAML through gate.data.spec.load_dataset_spec; the engine builds its spec from
+    the composed run. Both must give the same DatasetSpec for every packaged dataset."""
+    from gate.data.spec import load_dataset_spec
+
+    for name in options("dataset"):
+        path = resources.files("gate.conf").joinpath("dataset", f"{name}.yaml")
+        assert load_dataset_spec(path) == build_spec(compose_run(tmp_path, [f"dataset={name}"]).dataset), name
+
+
+# The keys every pool benchmark (a dataset with a `source:`) used to repeat, now composed from conf/dataset_defaults.
+SHARED_BUILDER_KEYS = ("data_dir", "source", "name", "cache_dir")
+
+
+def test_pool_datasets_compose_the_builder_arguments_they_always_had(tmp_path):
+    """Each pool dataset resolves to exactly the builder it had when it spelled data_dir/source/name/cache_dir out:
+    data_dir <paths.data>/<name>, its own source, and name/cache_dir where its loader takes them (the 31 pool
+    datasets before issue 16: all took data_dir and source, 29 cache_dir, 18 name). The stand-ins are unchanged:
+    no data_dir, no source in their builder."""
+    import inspect
+
+    import hydra.utils
+    import yaml
+
+    counts = {"pool": 0, "cache_dir": 0, "name": 0, "standin": 0}
+    for name in options("dataset"):
+        plain = OmegaConf.to_container(compose_run(tmp_path, [f"dataset={name}"]), resolve=True)
+        dataset, paths = plain["dataset"], plain["paths"]
+        raw = yaml.safe_load(resources.files("gate.conf").joinpath("dataset", f"{name}.yaml").read_text())
+        builder = dict(dataset["builder"])
+        takes = inspect.signature(hydra.utils.get_method(builder["_target_"])).parameters
+        if not dataset.get("source"):
+            counts["standin"] += 1
+            assert "data_dir" not in dataset and "source" not in builder and "name" not in builder, name
+            continue
+        counts["pool"] += 1
+        assert dataset["data_dir"] == f"{paths['data']}/{name}", name
+        expected = {"data_dir": f"{paths['data']}/{name}", "source": dataset["source"]}
+        if "cache_dir" in takes:
+            expected["cache_dir"] = paths["cache"]
+            counts["cache_dir"] += 1
+        if "name" in takes:
+            expected["name"] = name
+            counts["name"] += 1
+        assert {k: builder.pop(k) for k in SHARED_BUILDER_KEYS if k in builder} == expected, name
+        assert not set(SHARED_BUILDER_KEYS) & set(raw.get("builder") or {}), f"{name} restates a shared builder key"
+        assert "data_dir" not in raw, f"{name} restates data_dir (conf/dataset_defaults/pool.yaml holds it)"
+        assert set(builder) == set(raw["builder"]), name  # the loader's own keys (_target_, columns) stay in the file
+    assert counts == {"pool": 31, "cache_dir": 29, "name": 18, "standin": 11}
+
+
 @pytest.mark.parametrize("name", options("logger"))
 def test_loggers_instantiate_offline(tmp_path, name):
     cfg = compose_run(tmp_path, [f"logger={name}"])

@@ -1,4 +1,4 @@
-"""The encoder pool (conf/encoder): every entry documents its source and family and names real models; hub
+"""The encoder pool (conf/encoder): every entry documents its source and architecture and names real models; hub
 entries fail in seconds offline; the hub classes work on tiny random models of the same class (no download)."""
 
 import time
@@ -27,11 +27,11 @@ def encoder_yaml(name):
 
 
 @pytest.mark.parametrize("name", POOL)
-def test_pool_entry_composes_with_its_family_recipe(tmp_path, name):
+def test_pool_entry_composes_with_its_architecture_recipe(tmp_path, name):
     raw = encoder_yaml(name)
     cfg = compose_run(tmp_path, [f"encoder={name}"])
-    assert cfg.encoder.name == name and cfg.encoder.family in ("conv", "vit", "hybrid")
-    assert cfg.recipe.name == cfg.encoder.family, (name, cfg.recipe.name)  # recipes follow the family
+    assert cfg.encoder.name == name and cfg.encoder.architecture in ("conv", "vit", "hybrid") and "family" not in raw
+    assert cfg.recipe.name == cfg.encoder.architecture, (name, cfg.recipe.name)  # recipes follow the architecture
     if raw["_target_"] == "gate.encoders.TimmEncoder":
         import timm
 
@@ -74,7 +74,7 @@ def test_vision_towers_on_tiny_random_models(kind):
     cls, config_cls = (CLIPVisionModel, CLIPVisionConfig) if kind == "clip" else (SiglipVisionModel, SiglipVisionConfig)
     model = cls(config_cls(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8))
-    encoder = HFVisionEncoder("tiny", architecture=kind, model=model, image_size=48)  # positions interpolated to 6x6
+    encoder = HFVisionEncoder("tiny", model_type=kind, model=model, image_size=48)  # positions interpolated to 6x6
     item = encoder.transform("image", train=False)(torch.randint(0, 255, (20, 20), dtype=torch.uint8).numpy())
     out = encoder({"image": torch.stack([item["image"]] * 2)})
     assert out.features.shape == (2, 32) and encoder.feature_dim == 32

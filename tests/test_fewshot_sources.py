@@ -218,7 +218,7 @@ def test_paper_tier_expansion_keeps_600_evaluation_episodes(tmp_path):
     from gate.tiers.expand import expand_tier
     from gate.tiers.spec import parse_tier
 
-    doc = {"name": "fs", "use_protocol": True, "overrides": {"preset": "paper_finetune"},
+    doc = {"name": "fs", "use_paper_protocol": True, "overrides": {"preset": "paper_finetune"},
            "benchmarks": ["aircraft", "omniglot", "mini_imagenet"]}
     plan = expand_tier(parse_tier(doc, "fs"), ["efficientnet_lite0"], tmp_path, seeds=[0], check_prepared=lambda d: None)
     for e in plan.experiments:

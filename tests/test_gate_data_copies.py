@@ -247,7 +247,7 @@ def test_force_offline_with_a_copy_on_disk_rebuilds_the_manifest(tmp_path, capsy
 def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
     root = f"paths.root={tmp_path}"
     err = one_error_line(capsys, ["prepare", "dataset=cifar100", "dataset.data_dri=/x", root])
-    assert "unknown config key 'dataset.data_dri'; dataset has: builder, data_dir, family," in err
+    assert "unknown config key 'dataset.data_dri'; dataset has: builder, data_dir, metrics," in err and "paper_group" in err
     assert "internal error" not in err
     err = one_error_line(capsys, ["verify", "dataset=cifar100", "splits.seed=1", root])
     assert "unknown config key 'splits'; the top level has: adapter, dataset, force," in err

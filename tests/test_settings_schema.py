@@ -82,6 +82,15 @@ RUN_CASES = [
     (["~recipe.freeze_encoder"], ["recipe.freeze_encoder is missing"]),
     (["~recipe.scheduler_interval"], ["recipe.scheduler_interval is missing"]),
     (["recipe.scheduler_interval=hour"], ["recipe.scheduler_interval='hour'"]),
+    # issue 16: a config written with the old names is refused naming the new key, never silently ignored
+    (["+dataset.family=Img Class"], ["dataset.family was renamed: write dataset.paper_group"]),
+    (["dataset=cifar100", "+dataset.protocol={image_size:224}"], ["dataset.protocol was renamed: write dataset.paper_protocol"]),
+    (["+encoder.family=conv"], ["encoder.family was renamed: write encoder.architecture"]),
+    (["encoder=siglip_vitb16", "encoder.architecture=siglip"], ["encoder.architecture='siglip'", "encoder.model_type"]),
+    # a metric the task family never records, or one gate/metrics.py has no direction for: named with the dataset
+    (["dataset.metrics=[acc@1,miou]"], ["dataset.metrics=", "dataset fashion_mnist names ['miou']", "valid: ["]),
+    (["dataset.tier_metric=acc@3"], ["dataset.tier_metric='acc@3'", "dataset fashion_mnist names ['acc@3']"]),
+    (["dataset=fmnist_seg", "dataset.tier_metric=made_up"], ["dataset.tier_metric='made_up'", "'miou'"]),
 ]
 
 
@@ -98,6 +107,9 @@ SCORE_CASES = [
     (["~device"], ["device is missing"]),
     (["~num_workers"], ["num_workers is missing"]),
     (["progress_bar=sometimes"], ["progress_bar='sometimes'"]),
+    (["+dataset.family=Img Class"], ["dataset.family was renamed: write dataset.paper_group"]),
+    (["+encoder.family=conv"], ["encoder.family was renamed: write encoder.architecture"]),
+    (["dataset.tier_metric=acc@3"], ["dataset.tier_metric='acc@3'", "dataset fashion_mnist names ['acc@3']"]),
 ]
 
 

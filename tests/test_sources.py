@@ -51,9 +51,9 @@ def test_source_follows_the_schema_and_says_how_to_get_it(key):
 
 
 @pytest.mark.parametrize("key", KEYS)
-def test_protocol_is_spelled_one_way(key):
+def test_paper_protocol_is_spelled_one_way(key):
     cfg = config(key)
-    protocol = cfg["protocol"]
+    protocol = cfg["paper_protocol"]
     assert set(protocol) <= {"image_size", "batch_size", "batch_unit", "mask_size"}, protocol
     assert isinstance(protocol["image_size"], int) and isinstance(protocol["batch_size"], int)
     unit = protocol.get("batch_unit", "example")
@@ -75,7 +75,7 @@ def test_gate_data_list_shows_every_benchmark_with_honest_access_and_status(tmp_
     monkeypatch.setattr(hub, "has_credentials", lambda source: source.get("access") == "open")
     gate_data.main(["list", f"paths.root={tmp_path}"])
     header, *lines = capsys.readouterr().out.splitlines()
-    starts = {c: header.index(c) for c in ("key", "family", "adapter", "access", "size", "status", "source")}
+    starts = {c: header.index(c) for c in ("key", "group", "adapter", "access", "size", "status", "source")}
     cols = sorted(starts, key=starts.get)
 
     def cell(line, col):

@@ -75,7 +75,7 @@ def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_p
 
     cfg = _compose(tmp_path / "out", toy)
     spec = build_spec(cfg.dataset)
-    assert spec.task == "toy_brightness" and spec.family == "Toy Reg"  # the family's summary label by default
+    assert spec.task == "toy_brightness" and spec.paper_group == "Toy Reg"  # the family's summary label by default
     assert "brightness" in TARGET_KINDS  # the kind the family brought
     result = run_finetune(cfg)
     assert not result.skipped

@@ -132,13 +132,13 @@ def test_expansion_gives_gate_runs_ids_skips_what_an_encoder_cannot_take_and_lis
 
 
 def test_paper_tiers_apply_each_benchmarks_protocol_before_their_own_overrides(tmp_path):
-    """use_protocol: the small tier gives ade20k its protocol's 1024 px and batch 8 and cifar100 its own 224 px and
+    """use_paper_protocol: the small tier gives ade20k its protocol's 1024 px and batch 8 and cifar100 its own 224 px and
     batch 64 (over paper_finetune's 224 / 32), video its clips per batch, few-shot episodes and ACDC's one-volume
     batch no batch override; the tier's and an entry's own overrides win. Nothing is prepared here: the
     expansion runs with a permissive prepared check."""
     anywhere = lambda dataset: None
     small = load_tier("small")
-    assert small.use_protocol and not load_tier("demo").use_protocol
+    assert small.use_paper_protocol and not load_tier("demo").use_paper_protocol
     runs = {e.dataset: e for e in expand_tier(small, ["efficientnet_lite0"], tmp_path, seeds=[0],
                                               check_prepared=anywhere).experiments}
     assert (runs["ade20k"].config["image_size"], runs["ade20k"].config["data"]["batch_size"]) == (1024, 8)
@@ -149,16 +149,26 @@ def test_paper_tiers_apply_each_benchmarks_protocol_before_their_own_overrides(t
         assert not any(o.startswith(("data.batch_size=", "adapter.clips_per_batch="))
                        for o in runs[episodic_or_volume].overrides)
     assert "image_size=512" in runs["acdc"].overrides
-    doc = {"name": "mine", "use_protocol": True, "overrides": {"preset": "paper_finetune", "data.batch_size": 4},
+    doc = {"name": "mine", "use_paper_protocol": True, "overrides": {"preset": "paper_finetune", "data.batch_size": 4},
            "benchmarks": [{"dataset": "ade20k", "overrides": {"image_size": 512}}]}
     (mine,) = expand_tier(parse_tier(doc, "mine"), ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
     assert (mine.config["image_size"], mine.config["data"]["batch_size"]) == (512, 4)
     assert not {"image_size=1024", "data.batch_size=8"} & set(mine.overrides)  # a key set later is not repeated
-    (plain,) = expand_tier(parse_tier(dict(doc, use_protocol=False, overrides={"preset": "paper_finetune"}), "x"),
+    (plain,) = expand_tier(parse_tier(dict(doc, use_paper_protocol=False, overrides={"preset": "paper_finetune"}), "x"),
                            ["efficientnet_lite0"], tmp_path, check_prepared=anywhere).experiments
     assert (plain.config["image_size"], plain.config["data"]["batch_size"]) == (512, 32)
-    with pytest.raises(ConfigError, match=r"use_protocol='yes' is invalid: expected true or false"):
-        parse_tier(dict(doc, use_protocol="yes"), "bad")
+    with pytest.raises(ConfigError, match=r"use_paper_protocol='yes' is invalid: expected true or false"):
+        parse_tier(dict(doc, use_paper_protocol="yes"), "bad")
+
+
+def test_an_old_use_protocol_key_is_refused_naming_the_new_one():
+    """A tier file written before the rename: silently ignoring use_protocol would run the tier's sizes instead of
+    the paper's, so it is refused in one line that names use_paper_protocol."""
+    with pytest.raises(ConfigError) as err:
+        parse_tier({"name": "old", "use_protocol": True, "benchmarks": ["fashion_mnist"]}, "old")
+    line = str(err.value)
+    assert "\n" not in line and "use_protocol was renamed use_paper_protocol" in line
+    assert "write use_paper_protocol: true" in line and "unknown key" not in line
 
 def test_cost_sums_what_was_measured_and_never_invents_the_rest():
     recs = [
@@ -177,10 +187,10 @@ def test_cost_sums_what_was_measured_and_never_invents_the_rest():
     assert cost.loc[("encoder", "s"), "gpu_hours_measured"] == 0 and math.isnan(cost.loc[("encoder", "s"), "gpu_hours"])
 
 
-def test_encoder_comparison_per_family():
+def test_encoder_comparison_per_paper_group():
     tiers = pd.DataFrame({"encoder": ["pre", "scratch"], "tier:demo": [0.7, 0.5], "tier:demo:rank": [1, 2],
-                          "family:Img Class": [0.9, 0.6], "family:Img Class:rank": [1, 2], "family:Img Seg": [0.3, 0.4]})
-    comp = compare_encoders(tiers, ["pre", "scratch"], "demo").set_index("family")
+                          "group:Img Class": [0.9, 0.6], "group:Img Class:rank": [1, 2], "group:Img Seg": [0.3, 0.4]})
+    comp = compare_encoders(tiers, ["pre", "scratch"], "demo").set_index("group")
     assert comp.loc["demo (tier mean)", "pre − scratch"] == pytest.approx(0.2)
     assert comp.loc["Img Class", "pre − scratch"] == pytest.approx(0.3)
     assert comp.loc["Img Seg", "pre − scratch"] == pytest.approx(-0.1)

@@ -69,7 +69,7 @@ class Adapter(nn.Module, abc.ABC):
     #: What one training batch counts (``example``, ``clip``, ``episode``) and the gate-run key that sets how
     #: many (None: nothing sets it, e.g. an episode's size comes from its ways and shots). A paper tier applies a
     #: dataset's ``protocol.batch_size`` to this key when the protocol's ``batch_unit`` (default ``example``) is
-    #: this unit (:func:`gate.tiers.expand.protocol_overrides`).
+    #: this unit (:func:`gate.tiers.expand.paper_protocol_overrides`).
     batch_unit: str = "example"
     batch_key: str | None = "data.batch_size"
     #: Whether the loss of a batch is a mean of per-example terms, so that data-parallel ranks can each take a

@@ -7,7 +7,7 @@ and its global state are never used, and importing this module does not change m
   similarity (across encoders) to a reference benchmark's column, rows by mean rank.
 * :func:`score_scatter` — per dataset, transferability score vs fine-tuned target, one marker per
   encoder, τ_w in each panel's title.
-* :func:`tier_bars` — per tier (and task family), the encoders' means.
+* :func:`tier_bars` — per tier (and GATE paper group), the encoders' means.
 * :func:`importance_bar`, :func:`k_sweep_box` — EEVEE's leave-one-out importance and k sweep.
 """
 
@@ -40,7 +40,7 @@ def safe_name(text: str) -> str:
 
 def rank_matrix(table: pd.DataFrame) -> pd.DataFrame:
     """Encoders × columns of ranks (1 = best) from a wide table (``table.csv`` layout)."""
-    encoders = [c for c in table.columns if c not in ("family", "dataset", "metric", "higher_is_better")]
+    encoders = [c for c in table.columns if c not in ("paper_group", "dataset", "metric", "higher_is_better")]
     ranks = {}
     for _, row in table.iterrows():
         vals = row[encoders].astype(float)

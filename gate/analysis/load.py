@@ -7,10 +7,10 @@ Three inputs are accepted; the format is detected from the file:
    (:func:`gate.results.read_jsonl`); the rest is kept.
 2. **Long CSV**: one row per measured number with at least ``encoder, dataset, metric, value``;
    optional ``kind`` (``finetune`` | ``score``, default ``finetune``), ``seed`` (default 0),
-   ``higher_is_better``, ``family``, ``task``, ``adapter``, ``recipe``, ``split``, ``experiment``,
+   ``higher_is_better``, ``paper_group``, ``task``, ``adapter``, ``recipe``, ``split``, ``experiment``,
    ``timestamp``, ``num_classes``.
 3. **Wide CSV**: the layout of the GATE paper's Table 3 (and of ``table.csv`` written by
-   ``gate-analysis``): one row per metric with ``family, dataset, metric, higher_is_better`` and one
+   ``gate-analysis``): one row per metric with ``paper_group, dataset, metric, higher_is_better`` and one
    column per encoder. Rows with an empty ``dataset`` are aggregates (the paper's "Task Mean",
    "GATE Mean/Rank" rows): they are kept out of every computation and returned separately so that
    our own summaries can be checked against them.
@@ -35,12 +35,12 @@ protocol (``gate.results.stable_hash(protocol(config, kind))``); CSV rows, which
 their ``task`` and ``adapter`` as protocol and their ``recipe`` as entrant.
 
 * **One dataset, several protocols** are never averaged together. The *main* variant keeps the bare
-  dataset name and is the one that enters tier and family means: the variant that covers the most
+  dataset name and is the one that enters tier and group means: the variant that covers the most
   encoders, then the one with the most records, then the earliest (:func:`choose_main_variant`). Every
   other variant is labelled by the protocol keys that differ from the main one, flattened with dots,
   e.g. ``digits[image_size=64]`` or ``digits[data.max_val_samples=null,trainer.max_steps=500]`` (at
   most 3 keys, then ``+N more``); it stays in the tables and correlations but is left out of tier and
-  family means, with a warning naming it (``summary.csv``: ``main_variant``; ``tiers_benchmarks.csv``:
+  group means, with a warning naming it (``summary.csv``: ``main_variant``; ``tiers_benchmarks.csv``:
   ``in_means``). A CSV row whose dataset is written ``name[label]`` (as ``table.csv`` writes such a
   variant) is read back as the variant ``label`` of ``name``, never the main one.
 * **One encoder name, several entrants**: when runs of one encoder name share a protocol and a seed
@@ -71,11 +71,11 @@ from gate import metrics as metric_registry
 from gate.results import ENTRANT_KEYS, FIELDS, KINDS, identity, protocol, read_jsonl, stable_hash
 
 REQUIRED = ("encoder", "dataset", "metric", "value")
-WIDE_META = ("family", "dataset", "metric", "higher_is_better")
+WIDE_META = ("paper_group", "dataset", "metric", "higher_is_better")
 # Columns of a wide table that describe the row rather than naming an encoder.
 WIDE_RESERVED = WIDE_META + ("kind", "task", "adapter", "recipe", "split", "num_classes", "n", "std")
 LONG_COLUMNS = (
-    "kind", "encoder", "dataset", "family", "task", "adapter", "recipe", "seed", "split", "metric",
+    "kind", "encoder", "dataset", "paper_group", "task", "adapter", "recipe", "seed", "split", "metric",
     "value", "higher_is_better", "experiment", "variant", "protocol", "entrant", "entrant_config",
     "timestamp", "num_classes", "order",
 )
@@ -306,7 +306,8 @@ def _record_row(row: Mapping[str, Any], i: int, path: Path, cache: dict) -> dict
         "kind": row["kind"],
         "encoder": str(row["encoder"]),
         "dataset": str(row["dataset"]),
-        "family": _config_get(config, "dataset", "family") or "",
+        # records written before issue 16 name the paper's group dataset.family (the same fact, the old key)
+        "paper_group": _config_get(config, "dataset", "paper_group") or _config_get(config, "dataset", "family") or "",
         "task": task,
         "adapter": adapter,
         "recipe": recipe,
@@ -325,12 +326,21 @@ def _record_row(row: Mapping[str, Any], i: int, path: Path, cache: dict) -> dict
     }
 
 
+def _refuse_old_columns(frame: pd.DataFrame, path: Path) -> None:
+    """A table written before issue 16 names the paper's group ``family``; read as it was, a wide table would take
+    it for an encoder column (and a long one would leave every benchmark out of the group means)."""
+    if "family" in frame.columns:
+        raise ValueError(f"{path}: column 'family' was renamed 'paper_group' (the GATE paper's benchmark group): "
+                         f"rename that column")
+
+
 def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    _refuse_old_columns(frame, path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ValueError(
             f"{path}: CSV is missing required column(s) {missing}. A long CSV needs at least "
-            f"{list(REQUIRED)} (optional: kind, seed, higher_is_better, family, task, adapter, recipe, split); "
+            f"{list(REQUIRED)} (optional: kind, seed, higher_is_better, paper_group, task, adapter, recipe, split); "
             f"a wide CSV needs {list(WIDE_META[1:3])} plus one column per encoder. Found columns: {list(frame.columns)}"
         )
     if frame.empty:
@@ -360,7 +370,7 @@ def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if bad_kind.any():
         raise ValueError(f"{path}: column 'kind' must be one of {list(KINDS)}; "
                          f"got {sorted(set(long.loc[bad_kind, 'kind']))} in row(s) {_rows(bad_kind)}")
-    for col in ("family", "task", "adapter", "recipe", "split", "experiment", "timestamp"):
+    for col in ("paper_group", "task", "adapter", "recipe", "split", "experiment", "timestamp"):
         long[col] = frame[col].fillna("").astype(str) if col in frame else ""
     long["seed"] = pd.to_numeric(frame["seed"], errors="coerce").fillna(0).astype(int) if "seed" in frame else 0
     explicit = ([_parse_bool(v, path, "higher_is_better") for v in frame["higher_is_better"]]
@@ -385,6 +395,7 @@ def _is_wide(frame: pd.DataFrame) -> bool:
 
 
 def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
+    _refuse_old_columns(frame, path)
     encoders = [c for c in frame.columns if c not in WIDE_RESERVED and not str(c).startswith("Unnamed")]
     if not encoders:
         raise ValueError(f"{path}: wide table has no encoder columns (columns other than {list(WIDE_RESERVED)}); "
@@ -394,7 +405,7 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
     frame = frame.copy()
     frame["dataset"] = frame["dataset"].fillna("").astype(str).str.strip()
     frame["metric"] = frame["metric"].fillna("").astype(str).str.strip()
-    frame["family"] = frame["family"].fillna("").astype(str).str.strip() if "family" in frame else ""
+    frame["paper_group"] = frame["paper_group"].fillna("").astype(str).str.strip() if "paper_group" in frame else ""
     if (frame["metric"] == "").any():
         raise ValueError(f"{path}: column 'metric' is empty in row(s) {_rows(frame['metric'] == '')}")
     explicit = ([_parse_bool(v, path, "higher_is_better") for v in frame["higher_is_better"]]
@@ -416,7 +427,7 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
     is_agg = frame["dataset"] == ""
     aggregates = None
     if is_agg.any():
-        aggregates = pd.concat([frame.loc[is_agg, ["family", "metric", "higher_is_better"]],
+        aggregates = pd.concat([frame.loc[is_agg, ["paper_group", "metric", "higher_is_better"]],
                                 values.loc[is_agg]], axis=1).reset_index(drop=True)
     rows = frame.loc[~is_agg]
     empty_rows = values.loc[~is_agg].isna().all(axis=1)
@@ -430,11 +441,12 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
                          f"{rows.loc[dup, ['dataset', 'metric']].drop_duplicates().values.tolist()[:5]}")
     meta = {c: rows[c] if c in rows else "" for c in ("kind", "task", "adapter", "recipe", "split")}
     long = values.loc[~is_agg].copy()
-    long[["dataset", "metric", "family", "higher_is_better"]] = rows[["dataset", "metric", "family", "higher_is_better"]]
+    long[["dataset", "metric", "paper_group", "higher_is_better"]] = rows[["dataset", "metric", "paper_group",
+                                                                            "higher_is_better"]]
     for c, v in meta.items():
         long[c] = v.fillna("").astype(str) if isinstance(v, pd.Series) else v
     long["num_classes"] = pd.to_numeric(rows["num_classes"], errors="coerce") if "num_classes" in rows else np.nan
-    long = long.melt(id_vars=["dataset", "metric", "family", "higher_is_better", "kind", "task", "adapter",
+    long = long.melt(id_vars=["dataset", "metric", "paper_group", "higher_is_better", "kind", "task", "adapter",
                               "recipe", "split", "num_classes"],
                      value_vars=encoders, var_name="encoder", value_name="value")
     long = long[long["value"].notna()].copy()
@@ -470,10 +482,10 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
     * Runs of one encoder name with different entrant configs on the same protocol and seed become
       separate encoders, ``name[key=value]``; runs of one dataset with different protocols become
       separate benchmarks: the main variant keeps the dataset's name, the others are ``dataset[key=value]``
-      and have ``main_variant = False`` (left out of tier/family means). See the module docstring.
+      and have ``main_variant = False`` (left out of tier/group means). See the module docstring.
     * When a metric exists on several splits the metric label becomes ``metric (split)``.
 
-    Returns columns ``kind, encoder, dataset, benchmark, family, metric, metric_name, split,
+    Returns columns ``kind, encoder, dataset, benchmark, paper_group, metric, metric_name, split,
     higher_is_better, mean, std, n, num_classes, main_variant``: ``dataset``/``metric_name`` are the raw
     names, ``benchmark``/``metric`` the (possibly qualified) labels used in tables, ``encoder`` the
     (possibly qualified) encoder label.
@@ -527,7 +539,7 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
             df.loc[rows.index, "main_variant"] = (rows["variant"] == main).to_numpy()
             others = sorted(set(df.loc[rows.index[rows["variant"] != main], "benchmark"]))
             n_main = int(stats.loc[stats["variant"] == main, "n_encoders"].iloc[0])
-            means = "; they are left out of tier and family means" if kind == "finetune" else ""
+            means = "; they are left out of tier and group means" if kind == "finetune" else ""
             warnings.warn(f"{kind} results for dataset {ds!r} come from {len(protocols)} different protocols "
                           f"(configurations): the main one ({n_main} encoder(s)) keeps the name {ds!r}; the others "
                           f"are kept apart as {others}{means} (keep only some records with "
@@ -539,18 +551,18 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
             df.loc[idx, "metric"] = [f"{m} ({s})" for s in df.loc[idx, "split"]]
     keys = ["kind", "encoder", "benchmark", "metric"]
     agg = df.groupby(keys, sort=False).agg(
-        dataset=("dataset", "first"), family=("family", _first_nonempty), metric_name=("metric_name", "first"),
+        dataset=("dataset", "first"), paper_group=("paper_group", _first_nonempty), metric_name=("metric_name", "first"),
         split=("split", "first"), higher_is_better=("higher_is_better", "first"),
         mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1) if len(v) > 1 else np.nan),
         n=("value", "size"), num_classes=("num_classes", "max"), main_variant=("main_variant", "all"),
     ).reset_index()
-    cols = ["kind", "encoder", "dataset", "benchmark", "family", "metric", "metric_name", "split",
+    cols = ["kind", "encoder", "dataset", "benchmark", "paper_group", "metric", "metric_name", "split",
             "higher_is_better", "mean", "std", "n", "num_classes", "main_variant"]
     return agg[cols]
 
 
 def choose_main_variant(candidates: pd.DataFrame) -> str:
-    """The variant of a dataset whose results keep the bare dataset name and enter tier/family means.
+    """The variant of a dataset whose results keep the bare dataset name and enter tier/group means.
 
     ``candidates`` has one row per variant with the columns ``variant``, ``n_encoders``, ``n_records``,
     ``first`` (file position of its first record) and ``labelled`` (a CSV row written ``name[label]``).

@@ -1,18 +1,20 @@
-"""Benchmark metadata: which metric represents a benchmark in tier/family means, its task family, and
-how a lower-is-better metric is turned so that higher is better.
+"""Benchmark metadata: which metric represents a benchmark in tier/group means, its GATE paper group
+(``paper_group``: Img Class, Medical Seg, ...), and how a lower-is-better metric is turned so that higher is better.
 
 Where the metadata comes from, first source first (a later source only fills what an earlier one
 left out, and every candidate metric is tried in this order until one exists in the data):
 
 1. ``tier_metrics`` overrides given to ``gate-analysis`` (``tier_metrics.<dataset>=<metric>``);
-2. the engine's dataset configs, ``conf/dataset/<name>.yaml`` (keys ``tier_metric``, ``family`` and
-   optionally ``tier_turn``, ``tier_bound``, ``tier_scale``), plus any extra config directories;
-3. benchmark metadata for benchmarks without a dataset config: ``conf/benchmark_meta/gate_paper.yaml``
-   (composed into ``gate-analysis``'s config as ``benchmark_meta``; it ships inside the package): the
-   GATE paper's 31 benchmarks, most of which have no loader in this engine yet, with the row of the
-   paper's Table 3 that represents each (acc@1 for classification, mIoU for segmentation, the Dice
-   score for ACDC, macro AUC for medical classification, the MAE score for iWildCam); then an extra
-   file of the same form (``benchmarks_file``);
+2. the engine's dataset configs, ``conf/dataset/<name>.yaml``, plus any extra config directories, read
+   through the engine's own :class:`gate.data.spec.DatasetSpec` (:func:`gate.data.spec.load_dataset_spec`):
+   ``tier_metric``, ``paper_group`` and optionally ``tier_turn``, ``tier_bound``, ``tier_scale``,
+   ``notes_vs_gate``. The group is stated there only;
+3. what a dataset config does not say: ``conf/benchmark_meta/gate_paper.yaml`` (composed into
+   ``gate-analysis``'s config as ``benchmark_meta``; it ships inside the package): for each of the GATE
+   paper's 31 benchmarks the row of the paper's Table 3 that represents it (acc@1 for classification, mIoU
+   for segmentation, the Dice score for ACDC, macro AUC for medical classification, the MAE score for
+   iWildCam) and any turn/scale; then an extra file of the same form (``benchmarks_file``), which may also
+   give a ``paper_group`` for a benchmark that has no dataset config;
 4. a metric named ``acc@1`` (any case), else the benchmark's only metric.
 
 Turning rules (applied to the representative value after ``scale``; recorded in ``tiers_benchmarks.csv``):
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import yaml
+
+from gate.data.spec import load_dataset_spec
 
 _BRIER = re.compile(r"(brier|(^|[\s_/])bs($|[\s_/]))", re.IGNORECASE)
 TURNS = ("negate", "complement")
@@ -58,7 +61,7 @@ def packaged_dataset_dir() -> Path:
 @dataclasses.dataclass
 class BenchmarkMeta:
     key: str
-    family: str = ""
+    paper_group: str = ""
     tier_metrics: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (metric, source), first first
     turn: str | None = None
     bound: float | None = None
@@ -68,10 +71,10 @@ class BenchmarkMeta:
     #: ``notes_vs_gate``); the report prints it beside the benchmark.
     notes_vs_gate: str = ""
 
-    def merge(self, family: str | None, metric: str | None, turn: str | None, bound: Any, scale: Any,
+    def merge(self, paper_group: str | None, metric: str | None, turn: str | None, bound: Any, scale: Any,
               source: str) -> None:
-        if family and not self.family:
-            self.family = str(family)
+        if paper_group and not self.paper_group:
+            self.paper_group = str(paper_group)
         if metric and str(metric) not in [m for m, _ in self.tier_metrics]:
             self.tier_metrics.append((str(metric), source))
         if turn is not None and self.turn is None:
@@ -104,18 +107,11 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
         if not d.is_dir():
             continue
         for f in sorted(d.glob("*.yaml")):
-            try:
-                cfg = yaml.safe_load(f.read_text()) or {}
-            except yaml.YAMLError as err:
-                warnings.warn(f"dataset config {f} is not valid YAML ({err}); ignoring it", stacklevel=2)
-                continue
-            if not isinstance(cfg, Mapping):
-                continue
-            key = str(cfg.get("name") or f.stem)
-            entry(key).merge(cfg.get("family"), cfg.get("tier_metric"), cfg.get("tier_turn"),
-                             cfg.get("tier_bound"), cfg.get("tier_scale"), f"dataset config {f.name}")
-            if cfg.get("notes_vs_gate") and not entry(key).notes_vs_gate:
-                entry(key).notes_vs_gate = " ".join(str(cfg["notes_vs_gate"]).split())
+            spec = load_dataset_spec(f)  # the engine's reader: a config it would refuse is refused here too
+            entry(spec.name).merge(spec.paper_group, spec.tier_metric, spec.tier_turn, spec.tier_bound,
+                                   spec.tier_scale, f"dataset config {f.name}")
+            if spec.notes_vs_gate and not entry(spec.name).notes_vs_gate:
+                entry(spec.name).notes_vs_gate = spec.notes_vs_gate
     sources: list[tuple[Mapping[str, Any], str]] = []
     if benchmarks is None:
         path = default_benchmarks_file()
@@ -131,9 +127,12 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
         for key, m in items.items():
             m = m or {}
             if not isinstance(m, Mapping):
-                raise ValueError(f"{source}: entry {key!r} must be a mapping (family, tier_metric, turn, bound, "
+                raise ValueError(f"{source}: entry {key!r} must be a mapping (paper_group, tier_metric, turn, bound, "
                                  f"scale), got {m!r}")
-            entry(str(key)).merge(m.get("family"), m.get("tier_metric"), m.get("turn"), m.get("bound"),
+            if "family" in m:
+                raise ValueError(f"{source}: entry {key!r}: family was renamed: write paper_group (the GATE paper's "
+                                 f"benchmark group)")
+            entry(str(key)).merge(m.get("paper_group"), m.get("tier_metric"), m.get("turn"), m.get("bound"),
                                   m.get("scale"), source)
     return meta
 

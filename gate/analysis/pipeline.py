@@ -4,7 +4,7 @@ Files written under ``out`` (a contract other tools rely on):
 
 * ``table.csv`` (+ ``table_std.csv``, ``table_n.csv``), ``table.md``, ``table.tex`` — fine-tuning results;
 * ``summary.csv`` — the long, seed-averaged results (kind, encoder, dataset, benchmark, metric, mean, std, n, …);
-* ``tiers.csv`` and ``tiers_benchmarks.csv`` — tier/family means and ranks, and the metric used per benchmark
+* ``tiers.csv`` and ``tiers_benchmarks.csv`` — tier/paper-group means and ranks, and the metric used per benchmark
   (``in_means`` = False for a dataset's non-main protocol variants, which are left out of the means);
 * ``published_check.csv`` — only for a wide table with published aggregate rows;
 * ``correlations.csv`` (+ ``correlation_points.csv``, the points behind each row);
@@ -135,9 +135,9 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         p = figs.tier_bars(tiers_table, fig_dir / "tiers.png", prefix="tier:")
         if p:
             fig_list.append((p, "tiers", "Tier means per encoder"))
-        p = figs.tier_bars(tiers_table, fig_dir / "families.png", prefix="family:")
+        p = figs.tier_bars(tiers_table, fig_dir / "groups.png", prefix="group:")
         if p:
-            fig_list.append((p, "tiers", "Task-family means per encoder"))
+            fig_list.append((p, "tiers", "GATE paper-group means per encoder"))
         for (ds, tgt) in corr.loc[corr["dataset"] != "ALL", ["dataset", "target_metric"]].drop_duplicates().itertuples(index=False):
             p = figs.score_scatter(pairs, corr, ds, tgt, fig_dir / f"scores_{figs.safe_name(ds)}_{figs.safe_name(tgt)}.png")
             if p:

@@ -75,12 +75,12 @@ def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame,
     if mean.empty:
         return "<p class='meta'>(no fine-tuning results)</p>"
     encoders, text, best = cells(mean, std, n)
-    head = "".join(f"<th class='l'>{h}</th>" for h in ("family", "dataset", "metric", "")) + "".join(
+    head = "".join(f"<th class='l'>{h}</th>" for h in ("group", "dataset", "metric", "")) + "".join(
         f"<th>{html.escape(e)}</th>" for e in encoders)
     rows, noted = [], {}
     for i in range(len(mean)):
         arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
-        tds = [f"<td class='l'>{html.escape(str(mean.loc[i, c]))}</td>" for c in ("family", "dataset", "metric")]
+        tds = [f"<td class='l'>{html.escape(str(mean.loc[i, c]))}</td>" for c in ("paper_group", "dataset", "metric")]
         note = note_of(str(mean.loc[i, "dataset"]), notes)
         if note:
             noted[str(mean.loc[i, "dataset"])] = note
@@ -124,8 +124,8 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     if warnings_seen:
         items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings_seen)
         parts.append(f"<div class='warn'><b>Warnings</b><ul>{items}</ul></div>")
-    parts.append("<h2>Tier and task-family summary</h2>")
-    parts.append("<p class='meta'>Mean over each tier's (family's) benchmarks of one representative metric per "
+    parts.append("<h2>Tier and paper-group summary</h2>")
+    parts.append("<p class='meta'>Mean over each tier's (GATE paper group's) benchmarks of one representative metric per "
                  "benchmark, turned so that higher is better (−x for losses/MAE, 100−x for Brier scores in %); "
                  "rank 1 = best. An encoder missing a benchmark of a tier gets no mean for it.</p>")
     parts.append("<p class='meta'>When one dataset was run under several protocols (configurations), only its "
@@ -147,7 +147,8 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     parts.append("<h3>Benchmarks and their representative metrics</h3>")
     if "vs_gate" in tier_info.columns and not tier_info["vs_gate"].astype(bool).any():
         tier_info = tier_info.drop(columns="vs_gate")
-    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "family", "metric", "turn", "chosen_by", "tiers",
+    tier_info = tier_info.rename(columns={"paper_group": "group"})  # the GATE paper's group, as the tables label it
+    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "group", "metric", "turn", "chosen_by", "tiers",
                                              "vs_gate")))
     for section, title in (("overview", "Rankings"), ("tiers", "Tier means"), ("correlations", "Scores vs fine-tuning")):
         figs = [f for f in figures if f[1] == section]

@@ -2,7 +2,7 @@
 
 ``table.csv`` uses the layout of the GATE paper's Table 3 so that a table written here can be read
 back by ``gate-analysis`` and ``gate-eevee`` exactly like the paper's: one row per (dataset, metric)
-with the columns ``family, dataset, metric, higher_is_better`` and then one column per encoder
+with the columns ``paper_group, dataset, metric, higher_is_better`` and then one column per encoder
 holding the mean over seeds (empty = no result). ``table_std.csv`` and ``table_n.csv`` hold the
 standard deviation over seeds and the number of seeds in the same layout. ``table.md`` and
 ``table.tex`` render ``mean ± std`` (std shown when more than one seed), best encoder per row in bold.
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-META = ["family", "dataset", "metric", "higher_is_better"]
+META = ["paper_group", "dataset", "metric", "higher_is_better"]
 
 
 def wide_table(summary: pd.DataFrame, kind: str = "finetune", value: str = "mean") -> pd.DataFrame:
@@ -26,10 +26,10 @@ def wide_table(summary: pd.DataFrame, kind: str = "finetune", value: str = "mean
     if sub.empty:
         return pd.DataFrame(columns=META)
     encoders = list(dict.fromkeys(sub["encoder"]))
-    rows = sub.drop_duplicates(["benchmark", "metric"])[["family", "benchmark", "metric", "higher_is_better"]]
-    # Keep families together in order of first appearance, then benchmarks, then metrics.
-    fam_order = {f: i for i, f in enumerate(dict.fromkeys(rows["family"]))}
-    rows = rows.assign(_f=rows["family"].map(fam_order)).sort_values("_f", kind="stable").drop(columns="_f")
+    rows = sub.drop_duplicates(["benchmark", "metric"])[["paper_group", "benchmark", "metric", "higher_is_better"]]
+    # Keep paper groups together in order of first appearance, then benchmarks, then metrics.
+    group_order = {g: i for i, g in enumerate(dict.fromkeys(rows["paper_group"]))}
+    rows = rows.assign(_f=rows["paper_group"].map(group_order)).sort_values("_f", kind="stable").drop(columns="_f")
     pivot = sub.set_index(["benchmark", "metric", "encoder"])[value].astype(float).unstack("encoder")
     pivot = pivot.reindex(columns=encoders)
     idx = pd.MultiIndex.from_frame(rows[["benchmark", "metric"]])
@@ -114,11 +114,11 @@ def marked(mean: pd.DataFrame, notes: Mapping[str, str] | None) -> tuple[list[st
 def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None) -> str:
     encoders, text, best = cells(mean, std, n)
     labels, noted = marked(mean, notes)
-    head = ["family", "dataset", "metric", ""] + encoders
+    head = ["group", "dataset", "metric", ""] + encoders
     lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for i in range(len(mean)):
         arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
-        row = [mean.loc[i, "family"], labels[i], mean.loc[i, "metric"], arrow]
+        row = [mean.loc[i, "paper_group"], labels[i], mean.loc[i, "metric"], arrow]
         row += [f"**{c}**" if b and c else (c or "–") for c, b in zip(text[i], best[i])]
         lines.append("| " + " | ".join(_md(str(c)) for c in row) + " |")
     note = ("\nMean over seeds (± sample std when more than one seed); best per row in bold; "
@@ -136,10 +136,10 @@ def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapp
     out = [r"% gate-analysis: fine-tuning results, mean over seeds (\pm sample std), best per row in bold.",
            r"% Needs \usepackage{booktabs}.",
            r"\begin{tabular}{" + cols + "}", r"\toprule",
-           " & ".join(["Family", "Dataset", "Metric"] + [_tex(e) for e in encoders]) + r" \\", r"\midrule"]
+           " & ".join(["Group", "Dataset", "Metric"] + [_tex(e) for e in encoders]) + r" \\", r"\midrule"]
     for i in range(len(mean)):
         arrow = r"$\uparrow$" if mean.loc[i, "higher_is_better"] else r"$\downarrow$"
-        row = [_tex(str(mean.loc[i, "family"])), _tex(labels[i]).replace("†", r"$^\dagger$"),
+        row = [_tex(str(mean.loc[i, "paper_group"])), _tex(labels[i]).replace("†", r"$^\dagger$"),
                _tex(str(mean.loc[i, "metric"])) + " " + arrow]
         for c, b in zip(text[i], best[i]):
             c = c.replace(" ± ", r" $\pm$ ") if c else "--"

@@ -1,12 +1,12 @@
-"""Tier and task-family summaries: per encoder, the mean of each benchmark's representative metric
-over a tier's benchmarks (and over each task family's), and the encoder's rank within each.
+"""Tier and paper-group summaries: per encoder, the mean of each benchmark's representative metric
+over a tier's benchmarks (and over each GATE paper group's), and the encoder's rank within each.
 
 Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists every benchmark used):
 
 * A benchmark is represented by one metric (:mod:`gate.analysis.meta` says which and why), multiplied
   by its ``scale`` and turned so that higher is better (``-x`` for losses/MAE/ranks, ``100 - x`` /
   ``1 - x`` for Brier scores) before averaging; the turned value is what is averaged.
-* Missing values are not filled: an encoder that lacks any benchmark of a tier (or family) gets no
+* Missing values are not filled: an encoder that lacks any benchmark of a tier (or group) gets no
   mean (empty cell) for it — a mean over fewer benchmarks is not comparable. ``partial=True``
   averages over the benchmarks it has instead, and the number used is reported.
 * A tier none of whose benchmarks' metrics are present at all — or, when not partial, for which no
@@ -14,7 +14,7 @@ Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists eve
 * Ranks: 1 = best (highest mean); ties share the best rank (``method="min"``); no mean, no rank.
 * Only a dataset's main protocol variant enters the means (:func:`gate.analysis.load.summarize`: the
   bare dataset name); other variants (``dataset[key=value]``) are listed with ``in_means = False``
-  and left out of every tier and family mean.
+  and left out of every tier and group mean.
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
         hib = bool(sel["higher_is_better"].iloc[0])
         rule, bound = turn_rule(metric, hib, values, m)
         columns[bench] = apply_turn(values, rule, bound)
-        family = _first(rows["family"]) or (m.family if m is not None else "") or ""
-        info.append({"benchmark": bench, "dataset": dataset, "family": family, "metric": metric,
+        group = _first(rows["paper_group"]) or (m.paper_group if m is not None else "") or ""
+        info.append({"benchmark": bench, "dataset": dataset, "paper_group": group, "metric": metric,
                      "higher_is_better": hib, "scale": scale, "turn": describe_turn(rule, bound),
                      "n_encoders": int(values.notna().sum()), "chosen_by": why,
                      "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True,
@@ -87,7 +87,7 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
     return values, pd.DataFrame(info, columns=INFO_COLUMNS)
 
 
-INFO_COLUMNS = ["benchmark", "dataset", "family", "metric", "higher_is_better", "scale", "turn", "n_encoders",
+INFO_COLUMNS = ["benchmark", "dataset", "paper_group", "metric", "higher_is_better", "scale", "turn", "n_encoders",
                 "chosen_by", "in_means", "vs_gate"]
 """``vs_gate``: how the benchmark's numbers depart from the GATE paper's protocol (its ``notes_vs_gate``; empty when
 they do not), so that the CSV a reader opens says it too."""
@@ -97,8 +97,8 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
                  partial: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(tiers table, benchmark info).
 
-    The tiers table has one row per encoder and, per tier then per family, the columns
-    ``tier:<name>``, ``tier:<name>:rank`` and ``family:<family>``, ``family:<family>:rank``
+    The tiers table has one row per encoder and, per tier then per GATE paper group, the columns
+    ``tier:<name>``, ``tier:<name>:rank`` and ``group:<paper_group>``, ``group:<paper_group>:rank``
     (plus ``...:n`` with the number of benchmarks averaged when ``partial``).
     """
     values, info = representative_values(summary, meta)
@@ -129,16 +129,16 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
         _add(out, f"tier:{name}", mean, n if partial else None)
         info.loc[info["benchmark"].isin(present), "tiers"] = [
             ",".join(filter(None, [t, name])) for t in info.loc[info["benchmark"].isin(present), "tiers"]]
-    families = info[info["in_means"].astype(bool)].groupby("family", sort=False)["benchmark"].apply(list)
-    for family, benches in families.items():
-        if not family:
+    groups = info[info["in_means"].astype(bool)].groupby("paper_group", sort=False)["benchmark"].apply(list)
+    for group, benches in groups.items():
+        if not group:
             continue
         mean, n = _mean(values[benches], partial)
-        _add(out, f"family:{family}", mean, n if partial else None)
-    unassigned = info.loc[(info["family"] == "") & info["in_means"].astype(bool), "benchmark"].tolist()
+        _add(out, f"group:{group}", mean, n if partial else None)
+    unassigned = info.loc[(info["paper_group"] == "") & info["in_means"].astype(bool), "benchmark"].tolist()
     if unassigned:
-        warnings.warn(f"no task family known for {unassigned}: left out of the family means "
-                      f"(set family in the dataset config or in benchmark_meta)", stacklevel=2)
+        warnings.warn(f"no paper group known for {unassigned}: left out of the group means "
+                      f"(set paper_group in the dataset config or in a benchmarks file)", stacklevel=2)
     mean_cols = [c for c in out.columns if not c.endswith((":rank", ":n"))]
     if mean_cols:
         order = out[[c + ":rank" for c in mean_cols]].mean(axis=1).sort_values(kind="stable").index
@@ -181,7 +181,7 @@ def compare_with_published(tiers_table: pd.DataFrame, aggregates: pd.DataFrame |
     if aggregates is None or tiers_table.empty:
         return pd.DataFrame(columns=["tier", "n", "spearman", "kendall", "max_rank_diff"])
     ours = tiers_table.set_index("encoder")
-    enc_cols = [c for c in aggregates.columns if c not in ("family", "metric", "higher_is_better")]
+    enc_cols = [c for c in aggregates.columns if c not in ("paper_group", "metric", "higher_is_better")]
     for col in ours.columns:
         if not col.startswith("tier:") or col.endswith((":rank", ":n")):
             continue

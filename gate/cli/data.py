@@ -54,7 +54,7 @@ def do_list(overrides: Sequence[str]) -> None:
         cfg = compose([*overrides, f"dataset={key}"])
         status, facts = status_of(cfg)
         rows.append({**facts, "status": status})
-    cols = ("key", "family", "adapter", "access", "size", "schema", "status", "source")
+    cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,10 @@ class DatasetSpec:
         primary head: its count is ``num_classes``, its column :attr:`label_column` (the tier metric, the
         checkpoint monitor, split stratification and transferability scores use it). Empty: one label column.
     options: task-specific facts the adapter reads (answer types, frames per clip, ...).
+    paper_group: the GATE paper's benchmark group (``Img Class``, ``Medical Seg``, ...) that analysis averages it
+        in; default: its task family's ``summary_label``. Not the task family (that is ``task``).
+    tier_turn / tier_bound / tier_scale: how analysis turns and scales its tier metric (gate.analysis.meta).
+    notes_vs_gate: where its numbers depart from the GATE paper's protocol (printed beside it in reports).
     """
 
     name: str
@@ -37,13 +42,17 @@ class DatasetSpec:
     num_classes: int
     metrics: tuple[str, ...] = ("acc@1",)
     tier_metric: str = "acc@1"
-    family: str = ""
+    paper_group: str = ""
     class_names: tuple[str, ...] = ()
     input_column: str = ""
     targets: Mapping[str, str] = dataclasses.field(default_factory=dict)
     ignore_index: int | None = None
     heads: Mapping[str, int] = dataclasses.field(default_factory=dict)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    tier_turn: str | None = None
+    tier_bound: float | None = None
+    tier_scale: float | None = None
+    notes_vs_gate: str = ""
 
     def __post_init__(self) -> None:
         from ..families import family as family_of
@@ -57,8 +66,8 @@ class DatasetSpec:
                              f"task needs at least 2")
         if not self.input_column:
             object.__setattr__(self, "input_column", self.modality)
-        if not self.family:
-            object.__setattr__(self, "family", fam.summary_label)
+        if not self.paper_group:
+            object.__setattr__(self, "paper_group", fam.summary_label)
         targets = dict(self.targets) or dict(fam.default_targets)
         unknown = {c: k for c, k in targets.items() if k not in TARGET_KINDS}
         if unknown:
@@ -117,6 +126,73 @@ class DatasetSpec:
             if kind in self.targets.values():
                 return self.column(kind)
         return None
+
+
+#: Keys of dataset configs written before issue 16, refused with the key that replaced them: read silently, the
+#: old spelling would be ignored (a benchmark averaged in no group, a tier run at the wrong image size).
+RENAMED_DATASET_KEYS = {
+    "family": "paper_group (the GATE paper's benchmark group; the task family is dataset.task)",
+    "protocol": "paper_protocol (the paper's image size and batch size for this benchmark)",
+}
+
+
+def renamed_key_problems(section: Mapping[str, Any], where: str, renamed: Mapping[str, str]) -> list[str]:
+    """One message per old key of ``section`` (a config section at ``where``) naming the key that replaced it."""
+    return [f"{where}.{old} was renamed: write {where}.{new}" for old, new in renamed.items()
+            if isinstance(section, Mapping) and old in section]
+
+
+def spec_from_config(cfg: Mapping[str, Any]) -> DatasetSpec:
+    """The :class:`DatasetSpec` of a dataset config section (plain data: a resolved ``dataset`` section or a
+    dataset YAML as read). The one reader of a dataset config's own keys, for the engine and for analysis."""
+    problems = renamed_key_problems(cfg, "dataset", RENAMED_DATASET_KEYS)
+    if problems:
+        raise ValueError(f"dataset {cfg.get('name', '?')!r}: " + "; ".join(problems))
+    missing = [k for k in ("name", "modality", "task", "num_classes") if cfg.get(k) is None]
+    if missing:
+        raise ValueError(f"dataset {cfg.get('name', '?')!r}: missing {missing} (a dataset config declares name, "
+                         f"modality, task and num_classes)")
+
+    def number(key: str) -> float | None:
+        return None if cfg.get(key) is None else float(cfg[key])
+
+    return DatasetSpec(name=str(cfg["name"]), modality=cfg["modality"], task=cfg["task"],
+                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
+                       tier_metric=cfg.get("tier_metric", "acc@1"), paper_group=cfg.get("paper_group") or "",
+                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
+                       targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
+                       heads=cfg.get("heads") or {}, options=cfg.get("options") or {},
+                       tier_turn=cfg.get("tier_turn"), tier_bound=number("tier_bound"), tier_scale=number("tier_scale"),
+                       notes_vs_gate=" ".join(str(cfg.get("notes_vs_gate") or "").split()))
+
+
+def load_dataset_spec(path: str | Path) -> DatasetSpec:
+    """The :class:`DatasetSpec` of a dataset YAML file (``conf/dataset/<name>.yaml`` or a user's own) without
+    composing a whole run: the keys the spec holds, their ``${dataset.*}`` interpolations resolved within the file.
+    A ValueError naming the file when it is not a dataset config the engine would accept."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = Path(path)
+    try:
+        doc = OmegaConf.load(path)
+    except (OSError, yaml.YAMLError, OmegaConfBaseException) as err:
+        raise ValueError(f"dataset config {path} cannot be read: {' '.join(str(err).split())}") from None
+    if not OmegaConf.is_dict(doc):
+        raise ValueError(f"dataset config {path} must be a mapping of dataset keys")
+    root = OmegaConf.create({"dataset": doc})
+    wanted = [f.name for f in dataclasses.fields(DatasetSpec)] + list(RENAMED_DATASET_KEYS)
+    try:
+        plain = {k: OmegaConf.to_container(root.dataset[k], resolve=True) if OmegaConf.is_config(root.dataset[k])
+                 else root.dataset[k] for k in wanted if k in root.dataset}
+    except OmegaConfBaseException as err:
+        raise ValueError(f"dataset config {path}: {' '.join(str(err).split())}") from None
+    plain.setdefault("name", path.stem)
+    try:
+        return spec_from_config(plain)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"dataset config {path}: {err}") from None
 
 
 def check_split(spec: DatasetSpec, split: str, labels, column: str = "label") -> None:

@@ -16,13 +16,13 @@ from .base import EncoderOutput, GATEEncoder, image_transform
 from .hf_text import HFTextEncoder
 from .hub import hub_reachable, hub_revision, load_pretrained
 
-ARCHITECTURES = ("clip", "siglip")
+MODEL_TYPES = ("clip", "siglip")
 LEVELS = 4
 
 
 def _classes(kind: str):
-    if kind not in ARCHITECTURES:
-        raise ValueError(f"encoder.architecture={kind!r} is invalid: expected one of {list(ARCHITECTURES)}")
+    if kind not in MODEL_TYPES:
+        raise ValueError(f"encoder.model_type={kind!r} is invalid: expected one of {list(MODEL_TYPES)}")
     from transformers import CLIPTextModel, CLIPVisionModel, SiglipTextModel, SiglipVisionModel
 
     return {"clip": (CLIPVisionModel, CLIPTextModel), "siglip": (SiglipVisionModel, SiglipTextModel)}[kind]
@@ -32,8 +32,9 @@ class HFVisionEncoder(GATEEncoder):
     """The image tower of a CLIP-style model.
 
     model_id / revision: hub repo and pinned revision; checkpoint_path: a local copy of the repo instead.
-    architecture: ``clip`` (CLIPVisionModel) or ``siglip`` (SiglipVisionModel) (not ``kind``: a metadata key
-    that gate.engine.build drops). mean / std: the model's normalisation.
+    model_type: ``clip`` (CLIPVisionModel) or ``siglip`` (SiglipVisionModel) (not ``kind`` or ``architecture``:
+    metadata keys that gate.engine.build drops; ``architecture`` is the body's kind, vit, that picks the recipe).
+    mean / std: the model's normalisation.
     ``model``: wrap a built vision model (tests build tiny random ones).
     """
 
@@ -41,12 +42,12 @@ class HFVisionEncoder(GATEEncoder):
     provides = frozenset({"features", "tokens", "levels"})
     min_image_size = 32
 
-    def __init__(self, model_id: str, architecture: str = "clip", revision: str | None = None,
+    def __init__(self, model_id: str, model_type: str = "clip", revision: str | None = None,
                  checkpoint_path: str | None = None, pretrained: bool = True, image_size: int = 224,
                  mean: Sequence[float] = (0.48145466, 0.4578275, 0.40821073),
                  std: Sequence[float] = (0.26862954, 0.26130258, 0.27577711), augment: bool = False, model=None) -> None:
         super().__init__()
-        kind = architecture
+        kind = model_type
         if model is None:
             model = load_pretrained(_classes(kind)[0], model_id, revision, checkpoint_path, pretrained,
                                     f"{kind} image tower {model_id!r}")
@@ -81,10 +82,10 @@ class HFCLIPTextTower(HFTextEncoder):
 
     takes_embeddings = False
 
-    def __init__(self, model_id: str, architecture: str = "clip", revision: str | None = None,
+    def __init__(self, model_id: str, model_type: str = "clip", revision: str | None = None,
                  checkpoint_path: str | None = None, pretrained: bool = True, max_length: int = 64,
                  model=None, tokenizer=None) -> None:
-        kind = architecture
+        kind = model_type
         if model is None:
             from transformers import AutoTokenizer
 

@@ -1,6 +1,6 @@
 """Hydra instantiation at the edge: config sections in, engine objects out.
 
-Config sections carry a few metadata keys (``name``, ``family``, ...) next to ``_target_``; they describe
+Config sections carry a few metadata keys (``name``, ``architecture``, ...) next to ``_target_``; they describe
 the component for records and docs and are not constructor arguments, so they are dropped here.
 """
 
@@ -18,13 +18,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
-from ..data.spec import DatasetSpec
+from ..data.spec import DatasetSpec, spec_from_config
 from ..data.splits import cap_unit, make_splits, split_options
 from ..encoders.base import GATEEncoder
 from ..errors import GateError
 from ..families import family
 
-META_KEYS = ("name", "family", "kind", "notes", "recipe_hint")
+META_KEYS = ("name", "architecture", "kind", "notes", "recipe_hint")
 
 
 def to_plain(cfg: Any) -> Any:
@@ -94,13 +94,8 @@ def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATE
 
 
 def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
-    cfg = to_plain(dataset_cfg)
-    return DatasetSpec(name=cfg["name"], modality=cfg["modality"], task=cfg["task"],
-                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
-                       tier_metric=cfg.get("tier_metric", "acc@1"), family=cfg.get("family", ""),
-                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
-                       targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
-                       heads=cfg.get("heads") or {}, options=cfg.get("options") or {})
+    """The spec of a composed ``dataset`` section (:func:`gate.data.spec.spec_from_config`, the one reader)."""
+    return spec_from_config(to_plain(dataset_cfg))
 
 
 def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None,

@@ -34,7 +34,7 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
     ds = cfg.dataset
     source = _plain(cfg, "dataset.source") or {}
-    facts = {"key": ds.name, "family": ds.get("family", ""), "adapter": cfg.adapter.get("name", "?"),
+    facts = {"key": ds.name, "group": ds.get("paper_group", ""), "adapter": cfg.adapter.get("name", "?"),
              "source": hub.source_label(source) if source else "packaged / generated offline",
              "access": source.get("access", "open"), "size": source.get("size", "small"),
              "schema": schema_status(source)}

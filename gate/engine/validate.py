@@ -26,6 +26,10 @@ PRECISIONS = ("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-t
               "64", "32", "16", "bf16")
 DEVICES = ("cpu", "cuda", "auto")
 SPLITS = ("train", "val", "test")
+#: What ``encoder.architecture`` may say: the body's kind, which names the recipe that suits it (conf/recipe).
+ENCODER_ARCHITECTURES = ("conv", "vit", "hybrid")
+#: Keys of encoder configs written before issue 16, refused with the key that replaced them.
+RENAMED_ENCODER_KEYS = {"family": "architecture (conv, vit or hybrid: the body's kind, which picks the recipe)"}
 _MISSING = object()
 
 
@@ -253,8 +257,10 @@ def _check_dataset(c: _Checker) -> None:
     if not isinstance(dataset, Mapping):
         c.problems.append("dataset is missing: expected the dataset group (e.g. dataset=fashion_mnist)")
         return
+    from ..data.spec import RENAMED_DATASET_KEYS, renamed_key_problems
     from ..families import family_names
 
+    c.problems.extend(renamed_key_problems(dataset, "dataset", RENAMED_DATASET_KEYS))
     fam = _family_of(c)
     if fam is None:
         c.bad("dataset.task", dataset.get("task"), f"expected a registered task family: one of {list(family_names())}")
@@ -262,10 +268,11 @@ def _check_dataset(c: _Checker) -> None:
         for key in ("dataset.metrics", "dataset.tier_metric"):
             value = c.get(key, None)
             names = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+            # fam.records: a metric of the family's entry that gate/metrics.py registers (so its direction is known)
             foreign = [m for m in names if not (isinstance(m, str) and fam.records(m))]
             if foreign:
-                c.bad(key, value, f"a {fam.name} task records {list(fam.metrics)} (with qualifiers such as "
-                                  f"acc@1/<type>); {foreign} would never be recorded")
+                c.bad(key, value, f"dataset {dataset.get('name', '?')} names {foreign}, which a {fam.name} task never "
+                                  f"records; valid: {list(fam.metrics)} (with qualifiers such as acc@1/<type>)")
     classes = c.integer("dataset.num_classes", 2 if fam is None or fam.has_classes else 1)
     names = dataset.get("class_names")
     if names is not None and not isinstance(names, list):
@@ -275,6 +282,19 @@ def _check_dataset(c: _Checker) -> None:
                                               f"dataset.class_names; the two must agree")
     for key in ("dataset.splits.val_fraction", "dataset.splits.test_fraction"):
         c.number(key, 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _check_encoder_keys(c: _Checker) -> None:
+    """An encoder config's old ``family`` key, and an ``architecture`` that names no recipe kind (an image tower's
+    ``architecture: clip`` from before issue 16 is now ``model_type``; dropped as metadata, it would load CLIP)."""
+    from ..data.spec import renamed_key_problems
+
+    encoder = c.get("encoder", None)
+    c.problems.extend(renamed_key_problems(encoder, "encoder", RENAMED_ENCODER_KEYS))
+    arch = c.get("encoder.architecture", None)
+    if arch is not None and arch not in ENCODER_ARCHITECTURES:
+        c.bad("encoder.architecture", arch, f"expected one of {list(ENCODER_ARCHITECTURES)} (the body's kind); a CLIP/"
+                                            f"SigLIP tower's kind is encoder.model_type")
 
 
 def _adapters_for(task: str) -> list[str]:
@@ -472,6 +492,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     for key in ("grad_norms.enabled", "hardware.enabled", "visuals.enabled", "count_flops"):
         c.boolean(f"callbacks.{key}")
     _check_dataset(c)
+    _check_encoder_keys(c)
     _check_contrastive(c)
     _check_modality(c)
     _check_image_size(c)
@@ -517,6 +538,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
             c.bad("metrics", metrics, f"{need_head} need the source classification head that encoder "
                                       f"{c.get('encoder.name', '?')} does not have; drop them")
     _check_dataset(c)
+    _check_encoder_keys(c)
     _check_modality(c)
     _check_image_size(c)
     _check_paths(c)

@@ -8,9 +8,9 @@ entries an encoder cannot take (skipped, with a note) and every error found with
 together (unknown dataset or encoder, an encoder no entry can take, a benchmark not prepared here, a config
 ``gate-run`` would refuse). :meth:`Plan.mark_done` then reads the results store once.
 
-A tier with ``use_protocol: true`` (the paper tiers) puts each benchmark's own ``protocol`` (its dataset config:
+A tier with ``use_paper_protocol: true`` (the paper tiers) puts each benchmark's own ``paper_protocol`` (its dataset config:
 the paper's image size and batch) on the command line before the tier's and the entry's overrides, which win
-(:func:`protocol_overrides`).
+(:func:`paper_protocol_overrides`).
 """
 
 from __future__ import annotations
@@ -196,23 +196,23 @@ def cannot_take(config: Mapping[str, Any]) -> str | None:
     return None
 
 
-def protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
-    """The gate-run overrides that apply a composed experiment's dataset ``protocol`` (the paper's):
+def paper_protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
+    """The gate-run overrides that apply a composed experiment's dataset ``paper_protocol``:
     ``image_size`` -> ``image_size``; ``batch_size`` -> the adapter class's ``batch_key`` (``data.batch_size``,
-    ``adapter.clips_per_batch`` for the temporal adapters) when the protocol's ``batch_unit`` (default
+    ``adapter.clips_per_batch`` for the temporal adapters) when the paper protocol's ``batch_unit`` (default
     ``example``) is what the adapter's batch counts (its ``batch_unit``). Nothing else: few-shot episodes are
     sized by their ways and shots, and a batch of one volume (ACDC) has no counterpart in an adapter that
     batches slices, so those keep the tier's batch size."""
     dataset, adapter = config.get("dataset") or {}, config.get("adapter") or {}
-    protocol = dataset.get("protocol") or {}
+    paper = dataset.get("paper_protocol") or {}
     out = []
-    if protocol.get("image_size") is not None:
-        out.append(f"image_size={protocol['image_size']}")
+    if paper.get("image_size") is not None:
+        out.append(f"image_size={paper['image_size']}")
     cls = _cls(adapter.get("_target_"))
     key = getattr(cls, "batch_key", None)
-    if protocol.get("batch_size") is not None and key and \
-            protocol.get("batch_unit", "example") == getattr(cls, "batch_unit", None):
-        out.append(f"{key}={protocol['batch_size']}")
+    if paper.get("batch_size") is not None and key and \
+            paper.get("batch_unit", "example") == getattr(cls, "batch_unit", None):
+        out.append(f"{key}={paper['batch_size']}")
     return tuple(out)
 
 
@@ -274,18 +274,18 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
         prepared_seen: set[str] = set()
         for entry in tier.entries:
-            protocol: tuple[str, ...] = ()
-            if tier.use_protocol:
+            paper: tuple[str, ...] = ()
+            if tier.use_paper_protocol:
                 try:
                     first = entry_overrides(tier, entry, encoders[0], seeds[0], root, overrides, sp)
-                    protocol = protocol_overrides(resolved_config(compose("run", overrides=list(first))))
+                    paper = paper_protocol_overrides(resolved_config(compose("run", overrides=list(first))))
                 except (HydraException, ValueError, KeyError):
                     pass  # the same composition fails below, where it is reported
                 later = {_override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
-                protocol = tuple(o for o in protocol if _override_key(o) not in later)
+                paper = tuple(o for o in paper if _override_key(o) not in later)
             for enc in encoders:
                 for seed in seeds:
-                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, protocol)
+                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
                         cfg = compose("run", overrides=list(ovs))
@@ -325,9 +325,9 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 
 
 def entry_overrides(tier: Tier, entry: Entry, encoder: str, seed: int, root: Path, extra: Sequence[str] = (),
-                    searchpath: Sequence[str] = (), protocol: Sequence[str] = ()) -> tuple[str, ...]:
-    """gate-run's command line for one experiment: output root, dataset (+ adapter), the dataset's protocol
-    (``use_protocol`` tiers), the tier's overrides, the entry's, the user's extra overrides, encoder and seed."""
+                    searchpath: Sequence[str] = (), paper_protocol: Sequence[str] = ()) -> tuple[str, ...]:
+    """gate-run's command line for one experiment: output root, dataset (+ adapter), the dataset's paper_protocol
+    (``use_paper_protocol`` tiers), the tier's overrides, the entry's, the user's extra overrides, encoder and seed."""
     return (f"paths.root={root}", *searchpath, f"dataset={entry.dataset}",
-            *([f"adapter={entry.adapter}"] if entry.adapter else []), *protocol, *tier.overrides, *entry.overrides,
+            *([f"adapter={entry.adapter}"] if entry.adapter else []), *paper_protocol, *tier.overrides, *entry.overrides,
             *extra, f"encoder={encoder}", f"seed={seed}")

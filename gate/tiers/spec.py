@@ -4,7 +4,7 @@
 name: demo
 seeds: [0]                       # the GATE paper averages three: [0, 1, 2]
 score: true                      # gate-tier runs gate-score on the tier's classification datasets afterwards
-use_protocol: false              # true: each dataset's own `protocol` (image size, batch) first (paper tiers)
+use_paper_protocol: false        # true: each dataset's own `paper_protocol` (image size, batch) first (paper tiers)
 overrides: {logger: csv, image_size: 32}   # gate-run overrides for every entry (the tier's protocol)
 score_overrides: {max_samples: 500}         # gate-score overrides (image_size follows the entry's)
 benchmarks:
@@ -15,7 +15,7 @@ benchmarks:
 ```
 
 Override values are written as Hydra overrides (``key=value``; lists as ``[a,b]``); a key may also be a
-config group (``preset: paper_finetune``). The recipe follows the encoder's architecture family
+config group (``preset: paper_finetune``). The recipe follows the encoder's architecture
 (encoder configs choose it), so entries do not name one.
 """
 
@@ -28,7 +28,9 @@ from typing import Any
 from gate.errors import ConfigError
 
 ENTRY_KEYS = ("dataset", "adapter", "overrides", "note")
-TIER_KEYS = ("name", "seeds", "score", "use_protocol", "overrides", "score_overrides", "benchmarks", "notes")
+#: Keys of older tier files, refused with the new name (a silently ignored key would run another protocol).
+RENAMED_TIER_KEYS = {"use_protocol": "use_paper_protocol"}
+TIER_KEYS = ("name", "seeds", "score", "use_paper_protocol", "overrides", "score_overrides", "benchmarks", "notes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Tier:
     score: bool = False
     overrides: tuple[str, ...] = ()
     score_overrides: tuple[str, ...] = ()
-    use_protocol: bool = False     # each dataset's own protocol before the tier's overrides (gate.tiers.expand)
+    use_paper_protocol: bool = False  # each dataset's own paper_protocol before the tier's overrides (gate.tiers.expand)
 
 
 def render_value(value: Any) -> str:
@@ -86,7 +88,11 @@ def parse_tier(doc: Any, source: str) -> Tier:
         raise ConfigError(f"tier {source}: expected a mapping with name, seeds and benchmarks, got {type(doc).__name__}")
     problems: list[str] = []
     name = str(doc.get("name") or source)
-    unknown = sorted(set(doc) - set(TIER_KEYS))
+    for old, new in RENAMED_TIER_KEYS.items():
+        if old in doc:
+            problems.append(f"{old} was renamed {new} (a dataset's paper_protocol; 'protocol' is the run settings that "
+                            f"decide a number): write {new}: {render_value(doc[old])}")
+    unknown = sorted(set(doc) - set(TIER_KEYS) - set(RENAMED_TIER_KEYS))
     if unknown:
         problems.append(f"unknown key(s) {unknown}: a tier has {list(TIER_KEYS)}")
     seeds = doc.get("seeds", [0])
@@ -131,10 +137,10 @@ def parse_tier(doc: Any, source: str) -> Tier:
     score = doc.get("score", False)
     if not isinstance(score, bool):
         problems.append(f"score={score!r} is invalid: expected true or false")
-    use_protocol = doc.get("use_protocol", False)
-    if not isinstance(use_protocol, bool):
-        problems.append(f"use_protocol={use_protocol!r} is invalid: expected true or false")
+    use_paper_protocol = doc.get("use_paper_protocol", False)
+    if not isinstance(use_paper_protocol, bool):
+        problems.append(f"use_paper_protocol={use_paper_protocol!r} is invalid: expected true or false")
     if problems:
         raise ConfigError(f"tier {name}: " + "; ".join(problems))
     return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(score), overrides, score_overrides,
-                bool(use_protocol))
+                bool(use_paper_protocol))

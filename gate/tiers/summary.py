@@ -135,26 +135,26 @@ def format_cost(cost: pd.DataFrame) -> list[str]:
 
 def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: str,
                      bench_info: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per task family and for the tier mean: each encoder's mean, and the first encoder minus each other one
-    (pretrained vs scratch in the demo). Rows: ``family`` = family name or ``<tier> (tier mean)``; ``departs`` =
+    """Per GATE paper group and for the tier mean: each encoder's mean, and the first encoder minus each other one
+    (pretrained vs scratch in the demo). Rows: ``group`` = paper group or ``<tier> (tier mean)``; ``departs`` =
     the benchmarks averaged in the row whose numbers depart from GATE's protocol (``vs_gate`` of ``bench_info``,
     the analysis' ``tiers_benchmarks.csv``), so a reader of the row knows it is not the paper's number."""
     if tiers_table.empty:
-        return pd.DataFrame(columns=["family", *encoders, "departs"])
+        return pd.DataFrame(columns=["group", *encoders, "departs"])
     t = tiers_table.set_index("encoder")
     present = [e for e in encoders if e in t.index]
-    cols = [c for c in t.columns if c.startswith("family:") and not c.endswith((":rank", ":n"))]
+    cols = [c for c in t.columns if c.startswith("group:") and not c.endswith((":rank", ":n"))]
     info = bench_info if bench_info is not None and "vs_gate" in bench_info.columns else None
-    departing = [] if info is None else info.loc[info["vs_gate"].fillna("").astype(bool), ["benchmark", "family"]]
+    departing = [] if info is None else info.loc[info["vs_gate"].fillna("").astype(bool), ["benchmark", "paper_group"]]
     rows = []
     for col, label in [(f"tier:{tier}", f"{tier} (tier mean)")] + [(c, c.split(":", 1)[1]) for c in cols]:
         if col not in t.columns:
             continue
-        row = {"family": label, **{e: float(t.loc[e, col]) for e in present}}
+        row = {"group": label, **{e: float(t.loc[e, col]) for e in present}}
         for other in present[1:]:
             row[f"{present[0]} − {other}"] = row[present[0]] - row[other]
         if info is not None:
-            mine = departing if col.startswith("tier:") else departing[departing["family"] == label]
+            mine = departing if col.startswith("tier:") else departing[departing["paper_group"] == label]
             row["departs"] = ",".join(map(str, mine["benchmark"]))
         rows.append(row)
     return pd.DataFrame(rows)
@@ -166,12 +166,12 @@ def format_comparison(comp: pd.DataFrame) -> list[str]:
     from gate.analysis.meta import DEPARTS_MARK
 
     if comp.empty:
-        return ["  (no tier or family means: see the report's warnings)"]
+        return ["  (no tier or group means: see the report's warnings)"]
     departs = comp["departs"].fillna("") if "departs" in comp.columns else pd.Series("", index=comp.index)
-    labels = [f"{f} {DEPARTS_MARK}" if d else str(f) for f, d in zip(comp["family"], departs)]
-    cols = [c for c in comp.columns if c not in ("family", "departs")]
+    labels = [f"{f} {DEPARTS_MARK}" if d else str(f) for f, d in zip(comp["group"], departs)]
+    cols = [c for c in comp.columns if c not in ("group", "departs")]
     width = max(len(label) for label in labels)
-    lines = [f"  {'family':<{width}}  " + "  ".join(f"{c:>{max(12, len(c))}}" for c in cols)]
+    lines = [f"  {'group':<{width}}  " + "  ".join(f"{c:>{max(12, len(c))}}" for c in cols)]
     for label, (_, row) in zip(labels, comp.iterrows()):
         cells = []
         for c in cols:
@@ -222,12 +222,12 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     comparison = compare_encoders(first.tiers, plan.encoders, plan.tier.name, bench_info)
     comparison.to_csv(out / "comparison.csv", index=False)
     if len(plan.encoders) > 1:
-        sections.append((f"{plan.encoders[0]} vs the other encoders, per task family",
-                         f"<p class='meta'>{note}. Mean of each family's representative metrics (turned so that higher "
+        sections.append((f"{plan.encoders[0]} vs the other encoders, per GATE paper group",
+                         f"<p class='meta'>{note}. Mean of each group's representative metrics (turned so that higher "
                          f"is better); the last columns are {html.escape(plan.encoders[0])} minus each other encoder "
                          f"(positive: {html.escape(plan.encoders[0])} is better).</p>"
                          + frame_html(comparison if comparison.get("departs", pd.Series(dtype=str)).astype(bool).any()
-                                      else comparison.drop(columns="departs", errors="ignore"), left=("family",))
+                                      else comparison.drop(columns="departs", errors="ignore"), left=("group",))
                          + (f"<p class='meta'>Skipped entries:</p><ul>{skipped}</ul>" if skipped else "")))
     sections.append(("Cost of the tier", "<p class='meta'>Sums of the runs' measured facts (wall-clock, CPU and GPU "
                                          "hours, energy); empty = not measured by these runs, never estimated.</p>"
@@ -239,7 +239,7 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
         warnings.simplefilter("ignore")  # the report lists them
         result = run_analysis(subset, out, tiers={plan.tier.name: {"benchmarks": ran}}, extra_sections=sections)
     if len(plan.encoders) > 1:
-        echo(f"[gate] tier {plan.tier.name}: {plan.encoders[0]} vs the others, per family (means of the "
+        echo(f"[gate] tier {plan.tier.name}: {plan.encoders[0]} vs the others, per paper group (means of the "
              f"representative metrics; last columns: difference)")
         for line in format_comparison(comparison):
             echo(line)

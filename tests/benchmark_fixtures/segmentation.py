@@ -11,7 +11,7 @@ from PIL import Image
 from gate.data.loaders.segmentation import CITYSCAPES_IDS, COCO_STUFF_IDS
 
 H, W = 24, 32  # small, not square: loaders must not assume a shape
-OVERRIDES = {"dataset.protocol.mask_size": 32}
+OVERRIDES = {"dataset.paper_protocol.mask_size": 32}
 
 
 def _rng(name: str) -> np.random.Generator:

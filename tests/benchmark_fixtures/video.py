@@ -13,7 +13,7 @@ import numpy as np
 
 from .segmentation import save
 
-OVERRIDES = {"dataset.options.frames": 4, "dataset.protocol.image_size": 32, "dataset.num_classes": 3}
+OVERRIDES = {"dataset.options.frames": 4, "dataset.paper_protocol.image_size": 32, "dataset.num_classes": 3}
 
 
 def write_video(path: Path, n_frames: int = 10, size=(24, 32), codec: str = "mpeg4", seed: int = 0) -> Path:
@@ -180,7 +180,7 @@ def iwildcam(root: Path, scale: int = 1) -> dict:
         writer = csv.writer(fh)
         writer.writerow(["seq_id", "count"])
         writer.writerows(counts)
-    return {"dataset.options.frames": 4, "dataset.protocol.image_size": 32}
+    return {"dataset.options.frames": 4, "dataset.paper_protocol.image_size": 32}
 
 
 FIXTURES = {"hmdb51": hmdb51, "kinetics400": kinetics400, "ucf101": ucf101, "iwildcam": iwildcam}

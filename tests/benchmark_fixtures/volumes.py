@@ -31,7 +31,7 @@ def acdc(root: Path, patients=(("training", range(1, 9)), ("testing", range(101,
                 label[5:12, 4:10, :] = rng.integers(0, 4, (7, 6, 3))
                 for array, suffix in ((image, ""), (label, "_gt")):
                     nibabel.save(nibabel.Nifti1Image(array, np.eye(4)), str(d / f"patient{p:03d}_frame{frame:02d}{suffix}.nii.gz"))
-    return {"dataset.protocol.mask_size": 32}
+    return {"dataset.paper_protocol.mask_size": 32}
 
 
 FIXTURES = {"acdc": acdc}
