@@ -68,7 +68,7 @@ class Adapter(nn.Module, abc.ABC):
     monitor: str = "loss"
     #: What one training batch counts (``example``, ``clip``, ``episode``) and the gate-run key that sets how
     #: many (None: nothing sets it, e.g. an episode's size comes from its ways and shots). A paper tier applies a
-    #: dataset's ``protocol.batch_size`` to this key when the protocol's ``batch_unit`` (default ``example``) is
+    #: dataset's ``paper_protocol.batch_size`` to this key when its ``batch_unit`` (default ``example``) is
     #: this unit (:func:`gate.tiers.expand.paper_protocol_overrides`).
     batch_unit: str = "example"
     batch_key: str | None = "data.batch_size"

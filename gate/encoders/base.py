@@ -91,7 +91,7 @@ class GATEEncoder(nn.Module, abc.ABC):
     def head_lr(self) -> float | None:
         """The learning rate of the task head, where the recipe's does not apply (a shifted encoder whose
         pretrained body is frozen: everything that trains is new, so the recipe's fine-tuning rate, 1e-5 for
-        ViT-family bodies, would leave the head almost untrained). Default: None, the recipe's."""
+        bodies of architecture vit, would leave the head almost untrained). Default: None, the recipe's."""
         return None
 
     def encode_embeddings(self, embeds: torch.Tensor) -> EncoderOutput:
