@@ -55,6 +55,36 @@ REPLICA_KEYS = ("seed",)
 ENTRANT_KEYS = ("encoder", "recipe")
 
 
+# Names changed after experiments were stored under the old ones (issue 16: one word, one meaning; the loaders'
+# package moved). The identity keeps the names the stores know, so a rename never changes an experiment id: a stored
+# run is not re-run by gate-tier and stays one variant in gate-analysis. A later rename adds a line; none is removed.
+STORED_KEY_NAMES: dict[str, dict[str, str]] = {
+    "dataset": {"paper_group": "family", "paper_protocol": "protocol"},
+    "encoder": {"architecture": "family", "model_type": "architecture"},
+}
+STORED_MODULE_NAMES: dict[str, str] = {"gate.data.loaders.": "gate.data.benchmarks."}
+
+
+def _stored_names(ident: dict[str, Any]) -> dict[str, Any]:
+    out = dict(ident)
+    for section, renames in STORED_KEY_NAMES.items():
+        if isinstance(out.get(section), Mapping):
+            out[section] = {renames.get(k, k): v for k, v in out[section].items()}
+    return _stored_modules(out)
+
+
+def _stored_modules(node: Any) -> Any:
+    if isinstance(node, Mapping):
+        return {k: _stored_modules(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_stored_modules(v) for v in node]
+    if isinstance(node, str):
+        for new, old in STORED_MODULE_NAMES.items():
+            if node.startswith(new):
+                return old + node[len(new):]
+    return node
+
+
 def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """The part of a resolved config that identifies a ``kind`` experiment (run-only keys dropped).
 
@@ -63,7 +93,7 @@ def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
-    ident = _without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]])
+    ident = _stored_names(_without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]]))
     if kind == "finetune":
         layout = _layout(config)
         if layout:  # several devices change this adapter's loss (gate.parallel): they are part of the experiment

@@ -1,5 +1,6 @@
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -148,3 +149,28 @@ def test_concurrent_appends_never_interleave(tmp_path):
     rows = list(read_jsonl(path))
     assert len(rows) == 100
     assert all(json.dumps(r) for r in rows)
+
+
+# Ids computed by the code before issue 16's renames (commit 3ffa028: dataset/encoder `family`, dataset `protocol`, the
+# HF towers' `architecture`, loaders under gate.data.benchmarks). A user's store holds experiments under these ids: a
+# rename that changed them would re-run a whole tier and split gate-analysis' variants.
+PINNED_IDS = {
+    ("run", ("dataset=cifar100",)): "52175dc14970db57",
+    ("run", ("dataset=ade20k",)): "22208e90a05624f0",
+    ("run", ("dataset=fmnist_fewshot",)): "0dc89efe23789375",
+    ("run", ("dataset=digits", "encoder=clip_vitb16")): "d20d631849b976e3",
+    ("run", ("dataset=digits", "encoder=siglip_vitb16")): "3ee4830859a42cef",
+    ("run", ("dataset=digits", "encoder=efficientnet_lite0")): "4b7de0601056fca1",
+    ("score", ("dataset=cifar100", "encoder=bert_base")): "ced506ee1e2b7c78",
+}
+
+
+@pytest.mark.parametrize(("config_name", "overrides"), sorted(PINNED_IDS), ids=lambda v: v if isinstance(v, str) else "-".join(v))
+def test_renamed_keys_and_modules_keep_every_stored_experiment_id(config_name, overrides, tmp_path):
+    from gate.engine.build import resolved_config
+
+    from helpers import compose_run
+
+    kind = "finetune" if config_name == "run" else "score"
+    cfg = compose_run(Path("/tmp/x"), list(overrides), config_name=config_name)
+    assert experiment_id(resolved_config(cfg), kind) == PINNED_IDS[(config_name, overrides)]
