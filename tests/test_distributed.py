@@ -96,7 +96,13 @@ def _gate_run(root, extra):
 def test_two_cpu_processes_give_one_record_set_with_one_devices_numbers(tmp_path):
     # vit_tiny (LayerNorm): torch's SyncBatchNorm runs on GPUs only, so a BatchNorm encoder on CPU ranks normalises
     # by its own slice; with LayerNorm the two layouts compute the same function of the same global batches.
-    one_proc, one = _gate_run(tmp_path / "one", ["encoder=vit_tiny_scratch", "trainer.devices=1"])
+    from gate.engine.training.finetune import run_finetune
+
+    from helpers import compose_run
+
+    # One process: in this one (the same command line; the two-process run below is the real launch).
+    run_finetune(compose_run(tmp_path / "one", [*RUN, "encoder=vit_tiny_scratch", "trainer.devices=1"]))
+    one = [json.loads(line) for line in (tmp_path / "one" / "results" / "records.jsonl").read_text().splitlines()]
     two_proc, two = _gate_run(tmp_path / "two", ["encoder=vit_tiny_scratch", "trainer.devices=2"])
     assert {r["experiment"] for r in one} == {r["experiment"] for r in two}  # the layout is not the experiment
     assert len({r["attempt"] for r in two}) == 1 and len(two) == len(one)  # one record set, written once

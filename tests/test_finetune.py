@@ -1,7 +1,9 @@
 """End-to-end fine-tuning on real data: records, idempotence, force, ensembles, resume."""
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -9,7 +11,7 @@ import torch
 import gate.engine.training.finetune as finetune
 from gate.results import ResultsStore
 
-from helpers import FAST, SMOKE, compose_run
+from helpers import FAST, SMOKE, call_cli, compose_run
 
 pytestmark = pytest.mark.slow
 
@@ -44,14 +46,17 @@ def test_ensemble_of_one_equals_the_best_checkpoint(digits_run):
         assert result.metrics[f"ensemble_1/{name}"] == pytest.approx(result.metrics[name], abs=1e-5)
 
 
-def test_rerun_is_skipped_and_force_reruns_and_appends(digits_run):
-    root, cfg, result = digits_run
-    store = ResultsStore(root / "results" / "records.jsonl")
+def test_rerun_is_skipped_and_force_reruns_and_appends(tmp_path):
+    # A smoke-sized run (4 steps): what is checked is the store's bookkeeping, not what the run learnt.
+    smoke = ["dataset=digits", *SMOKE]
+    result = finetune.run_finetune(compose_run(tmp_path, smoke))
+    store = ResultsStore(tmp_path / "results" / "records.jsonl")
     before = len(store.records())
-    again = finetune.run_finetune(compose_run(root, FAST))
+    assert not result.skipped and before > 0
+    again = finetune.run_finetune(compose_run(tmp_path, smoke))
     assert again.skipped and again.experiment == result.experiment
     assert len(store.records()) == before
-    forced = finetune.run_finetune(compose_run(root, [*FAST, "force=true"]))
+    forced = finetune.run_finetune(compose_run(tmp_path, [*smoke, "force=true"]))
     assert not forced.skipped and forced.experiment == result.experiment  # force is not part of the id
     assert len(store.records()) == 2 * before
 
@@ -127,29 +132,58 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
     assert all(r["experiment"] == result.experiment for r in rows)
 
 
-def test_gate_run_cli_on_fashion_mnist(tmp_path):
-    """The console script itself, on the real Fashion-MNIST files, W&B offline, the default callbacks. (The suite's
-    one real gate-run process that trains from start to end on its defaults; the ensembles are tested in process.)"""
-    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={tmp_path}", "image_size=48", "trainer.max_steps=30",
-           "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", "data.max_val_samples=128",
-           "data.max_test_samples=256", "ensembles=[1]"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+def files_under(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+
+
+def test_gate_run_cli_on_fashion_mnist_writes_only_under_its_output_root(tmp_path):
+    """The console script itself, on the real Fashion-MNIST files, W&B offline, the default callbacks, in a fresh
+    interpreter whose HOME, TMPDIR and working directory are empty folders: it learns, says where its results went,
+    and writes nothing outside ``paths.root``. (The suite's one real gate-run process that trains from start to end;
+    the ensembles are tested in process.)"""
+    home, tmp, root = tmp_path / "home", tmp_path / "tmp", tmp_path / "out"
+    home.mkdir()
+    tmp.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "WANDB_", "MPLCONFIG", "GATE_DEBUG"))}
+    env.update(HOME=str(home), TMPDIR=str(tmp), WANDB_MODE="offline")
+    steps, batch = 30, 32
+    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={root}", "image_size=48", f"trainer.max_steps={steps}",
+           "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", f"data.batch_size={batch}",
+           "data.max_val_samples=128", "data.max_test_samples=256", "ensembles=[1]", "logger=wandb", "callbacks=default"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "test/acc@1" in proc.stdout and "results store:" in proc.stdout and "wandb" in proc.stdout
-    rows = ResultsStore(tmp_path / "results" / "records.jsonl").records()
+    rows = ResultsStore(root / "results" / "records.jsonl").records()
     acc = next(r["value"] for r in rows if r["split"] == "test" and r["metric"] == "acc@1")
     assert acc > 0.4  # 10 classes: chance is 0.1
-    assert list((tmp_path / "wandb").rglob("offline-run-*"))
+    assert list((root / "wandb").rglob("offline-run-*"))
+    assert files_under(home) == [], files_under(home)
+    assert files_under(tmp) == [], files_under(tmp)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "out", "tmp"]  # nothing in the working dir
+    facts = rows[0]["facts"]
+    assert facts["resumed_from_step"] is None and facts["wall_seconds"] > 0 and facts["train_samples"] == steps * batch
+    assert facts["train_samples_per_second"] > 0 and facts["peak_host_memory_mb"] > 0
+    # keep_checkpoints=best (the default): only the tested checkpoint is left.
+    (run_dir,) = (root / "runs").iterdir()
+    assert len(list((run_dir / "checkpoints").glob("*.ckpt"))) == 1
+    # Quiet, honest output: no Lightning banners, tips, "Restoring states" lines or W&B anonymity warnings.
+    text = proc.stdout + proc.stderr
+    for noise in ("GPU available", "Tip:", "Restoring states", "anonymous", "Epoch 0/-"):
+        assert noise not in text, noise
 
 
-def test_multirun_sweep_records_one_experiment_per_combination(tmp_path):
+def test_multirun_sweep_records_one_experiment_per_combination(tmp_path, monkeypatch, capsys):
+    # In process (gate-run's main() with this command line, Hydra's own multirun); gate-run's one real process is
+    # the Fashion-MNIST test above.
+    from gate.cli import run as run_cli
+
     root, cwd = tmp_path / "out", tmp_path / "cwd"
     cwd.mkdir()
-    cmd = [sys.executable, "-m", "gate.cli.run", "-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1",
-           f"paths.root={root}", "dataset=digits", *SMOKE, "data.max_test_samples=32"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "[gate] sweep of 4 job(s):" in proc.stdout and "#3: encoder=vit_tiny_scratch seed=1" in proc.stdout
+    monkeypatch.chdir(cwd)
+    out = call_cli(run_cli.main, ["-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1", f"paths.root={root}",
+                                  "dataset=digits", *SMOKE, "data.max_test_samples=32"], capsys, prog="gate-run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "[gate] sweep of 4 job(s):" in out.stdout and "#3: encoder=vit_tiny_scratch seed=1" in out.stdout
     assert list(cwd.iterdir()) == []  # nothing in the working directory: Hydra's multirun.yaml is under the root
     rows = ResultsStore(root / "results" / "records.jsonl").records()
     combos = {(r["encoder"], r["seed"]) for r in rows}
