@@ -148,3 +148,21 @@ def test_concurrent_appends_never_interleave(tmp_path):
     rows = list(read_jsonl(path))
     assert len(rows) == 100
     assert all(json.dumps(r) for r in rows)
+
+
+def test_evaluate_test_at_its_default_keeps_every_existing_experiment_id(tmp_path):
+    """evaluate_test was added to conf/run.yaml after stores already held experiments: at its default (true) it is
+    left out of the identity, so the id of a default config equals the id computed before the key existed (the same
+    config without it); false is another experiment."""
+    from gate.engine.build import resolved_config
+
+    from helpers import FAST, compose_run
+
+    config = resolved_config(compose_run(tmp_path, FAST))
+    assert config["evaluate_test"] is True
+    before = {k: v for k, v in config.items() if k != "evaluate_test"}  # what every config held before the key
+    assert experiment_id(config, "finetune") == experiment_id(before, "finetune")
+    assert identity(config, "finetune") == identity(before, "finetune")
+    val_only = {**config, "evaluate_test": False}
+    assert experiment_id(val_only, "finetune") != experiment_id(config, "finetune")
+    assert identity(val_only, "finetune")["evaluate_test"] is False

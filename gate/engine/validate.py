@@ -428,6 +428,7 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     _required(c, "force", "keep_checkpoints")
     c.boolean("force")
     c.choice("keep_checkpoints", KEEP_CHECKPOINTS)
+    c.boolean("evaluate_test")  # missing = true (configs written before the key)
     ensembles = c.get("ensembles")
     if ensembles is _MISSING:
         c.problems.append("ensembles is missing: expected a list of checkpoint counts, e.g. [1, 3, 5]")
