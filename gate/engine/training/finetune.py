@@ -84,7 +84,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
                       freeze_encoder=bool(recipe["freeze_encoder"]))  # the recipe YAML states them (validated)
 
     logger = instantiate_component(config["logger"], name=exp) if config.get("logger") else None
-    evaluate_test = config.get("evaluate_test", True) is not False  # configs from before the key: true
+    evaluate_test = bool(config["evaluate_test"])  # conf/run.yaml states the default (true); validated boolean
     ensemble_sizes = tuple(config["ensembles"]) if evaluate_test else ()  # conf/run.yaml states the default
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
