@@ -49,6 +49,9 @@ RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
     # composed so that encoder and dataset configs compose as in gate-run.
     "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size", "adapter", "recipe"),
 }
+# Keys added after stores already held experiments: at their default they are left out of the identity, so an
+# experiment id computed before the key existed is the one computed after; any other value is part of it.
+DEFAULT_ONLY_IF_SET: dict[str, Any] = {"evaluate_test": True}
 # Keys that vary between the runs that analysis compares or averages: the seed (replicas) and the entrant
 # (the encoder and the recipe that follows its encoder.architecture). What is left is the protocol.
 REPLICA_KEYS = ("seed",)
@@ -95,6 +98,9 @@ def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
     ident = _stored_names(_without(config, [key.split(".") for key in RUN_ONLY_KEYS[kind]]))
     if kind == "finetune":
+        for key, default in DEFAULT_ONLY_IF_SET.items():
+            if key in ident and ident[key] == default:  # absent from ids made before the key existed: keep them
+                del ident[key]
         layout = _layout(config)
         if layout:  # several devices change this adapter's loss (gate.parallel): they are part of the experiment
             ident["data_parallel"] = layout

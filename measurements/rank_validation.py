@@ -1,10 +1,12 @@
 """gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs with two
 seeds, then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
 
-    nice -n 10 .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation > rank_validation.log 2>&1
+    nice -n 10 .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation2 \
+        --benchmarks digits fashion_mnist --scores knn_acc > /tmp/rank_validation2.log 2>&1
 
 Every stage goes through the results store under ``--root``: rerunning the script after a kill trains only what
-is missing. Sizes are set for a shared 2-core CPU (~40 min); raise ``--steps``, ``--benchmarks`` and the
+is missing. Sizes are set for a shared 2-core CPU (one benchmark's ground truth ~25 min wall, two workers; each
+gate-rank pass ~5 min); raise ``--steps``, ``--benchmarks`` and the
 data caps on a bigger machine.
 """
 
@@ -73,7 +75,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default="/tmp/rank_validation")
     ap.add_argument("--encoders", nargs="+", default=POOL)
-    ap.add_argument("--benchmarks", nargs="+", default=["digits"])
+    ap.add_argument("--benchmarks", nargs="+", default=["digits", "fashion_mnist"])
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--steps", type=int, default=96)
     ap.add_argument("--val-every", type=int, default=32)

@@ -189,3 +189,23 @@ def test_multirun_sweep_records_one_experiment_per_combination(tmp_path, monkeyp
     combos = {(r["encoder"], r["seed"]) for r in rows}
     assert combos == {(e, s) for e in ("resnet18_scratch", "vit_tiny_scratch") for s in (0, 1)}
     assert len({r["experiment"] for r in rows}) == 4
+
+
+def test_identity_evaluate_test_false_records_validation_only_and_never_tests(tmp_path, monkeypatch):
+    """gate-rank's rungs: evaluate_test=false fits and validates as usual, stores the val record alone, and never
+    evaluates the test split (the test pass would raise here); the experiment id is not the default run's."""
+    def no_test(*args, **kwargs):
+        raise AssertionError("the test split was evaluated")
+
+    monkeypatch.setattr(finetune, "test_best_and_ensembles", no_test)
+    steps = ["trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_train_samples=64"]
+    cfg = compose_run(tmp_path, [*FAST, *steps, "evaluate_test=false"])
+    result = finetune.run_finetune(cfg)
+    records = ResultsStore(tmp_path / "results" / "records.jsonl").records()
+    assert {(r["split"], r["metric"]) for r in records} == {("val", "acc@1")}
+    assert records[0]["config"]["evaluate_test"] is False and records[0]["facts"]["global_step"] == 4
+    assert result.metrics == {}
+    from gate.engine.build import resolved_config
+    from gate.results import experiment_id
+
+    assert result.experiment != experiment_id(resolved_config(compose_run(tmp_path, [*FAST, *steps])), "finetune")

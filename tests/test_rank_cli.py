@@ -48,6 +48,13 @@ def rank_in_process(monkeypatch, capsys, args):
      "has no entry the proxy can run for ['resnet18_scratch', 'vit_tiny_scratch', 'efficientnet_lite0']: digits: "
      "trainer.max_steps=1 (the proxy needs a step budget >= 2)"),
     (["budget=0.01"], "budget=0.01 buys 0.2 training steps for 3 encoders"),
+    (["budget=1"], "budget=1 is invalid"),
+    (["budget=-0.1"], "budget=-0.1 is invalid"),
+    (["budget=cheap"], "budget='cheap' is invalid"),
+    (["encoder=resnet18_scratch,resnet18_scratch,efficientnet_lite0"], "a ranking needs at least 3 distinct encoders"),
+    (["scores=[knn_acc]", "baseline_scores=[sfda,no_such]"], "baseline_scores: unknown score 'no_such'"),
+    # the proxy's rungs never test, but the full experiments it is validated against must
+    (["overrides=[evaluate_test=false]"], "evaluate_test=false is invalid in a tier"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, message):
     tier = write_tier(tmp_path / "tiny.yaml", dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 6}))

@@ -14,7 +14,8 @@ from gate.ranking.pipeline import FullResults, RankResult, Request, summary_tabl
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark, seeded_key, successive_halving
 from gate.tiers.expand import Experiment
 
-QUALITY = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.2, "f": 0.1}
+QUALITY = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.2, "f": 0.1,
+           "efficientnet_lite0": 0.9, "vit_tiny_scratch": 0.5, "resnet18_scratch": 0.2}
 
 
 class FakeGateRun:
@@ -165,3 +166,41 @@ def test_full_results_are_read_per_seed_on_each_tier_metric_from_the_tiers_own_e
     last = plan.experiments[-1]
     assert len(full.per_seed[last.dataset][last.seed]) == 2  # one encoder short on that seed
     assert ceilings(full, ["digits"]) == {"digits": pytest.approx(1.0), "tier": pytest.approx(1.0)}
+
+
+def _digits_plan(tmp_path, seeds=(0,)):
+    from gate.tiers.expand import expand_tier
+    from gate.tiers.spec import parse_tier
+
+    doc = {"name": "t", "seeds": list(seeds), "overrides": {"trainer.max_steps": 8, "trainer.val_check_interval": 4},
+           "benchmarks": ["digits"]}
+    return expand_tier(parse_tier(doc, "t"), ["resnet18_scratch", "vit_tiny_scratch", "efficientnet_lite0"], tmp_path)
+
+
+def test_a_validation_only_record_set_is_not_a_full_result(tmp_path):
+    """A run with evaluate_test=false stores the val monitor alone: the ground truth reads test records, so such a
+    set (here under a full experiment's own id) never completes a benchmark."""
+    from gate.ranking.pipeline import read_full
+
+    plan = _digits_plan(tmp_path)
+    records = [{"experiment": e.id, "kind": "finetune", "split": "test" if e is not plan.experiments[-1] else "val",
+                "metric": "acc@1", "value": 0.5, "facts": {"wall_seconds": 1.0}} for e in plan.experiments]
+    full = read_full(plan, records, ["digits"])
+    assert not full.complete("digits", plan.encoders)
+    assert full.values["digits"].notna().sum() == 2
+
+
+def test_baseline_scores_cost_nothing_where_no_validation_can_use_them(tmp_path):
+    """No full results stored (a fresh store): the baselines' feature passes would compare with nothing, so none
+    is made; the proxy still ranks."""
+    from gate.ranking.pipeline import rank_tier
+
+    plan = _digits_plan(tmp_path)
+    fake = FakeGateRun(tmp_path / "runs", overhead=0.0)
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    composed = []
+    request = Request(plan.tier, tuple(plan.encoders), 0.3, baseline_scores=("knn_acc", "sfda"), n_boot=10,
+                      use_full_runs=False)
+    result = rank_tier(plan, request, seed=0, ctx=ctx, compose_score=composed.append, run_score=lambda cfg: None)
+    assert composed == [] and result.validation is None and result.scores == {}
+    assert result.rankings["digits"].order == ["efficientnet_lite0", "vit_tiny_scratch", "resnet18_scratch"]

@@ -174,3 +174,21 @@ def test_renamed_keys_and_modules_keep_every_stored_experiment_id(config_name, o
     kind = "finetune" if config_name == "run" else "score"
     cfg = compose_run(Path("/tmp/x"), list(overrides), config_name=config_name)
     assert experiment_id(resolved_config(cfg), kind) == PINNED_IDS[(config_name, overrides)]
+
+
+def test_evaluate_test_at_its_default_keeps_every_existing_experiment_id(tmp_path):
+    """evaluate_test was added to conf/run.yaml after stores already held experiments: at its default (true) it is
+    left out of the identity, so the id of a default config equals the id computed before the key existed (the same
+    config without it); false is another experiment."""
+    from gate.engine.build import resolved_config
+
+    from helpers import FAST, compose_run
+
+    config = resolved_config(compose_run(tmp_path, FAST))
+    assert config["evaluate_test"] is True
+    before = {k: v for k, v in config.items() if k != "evaluate_test"}  # what every config held before the key
+    assert experiment_id(config, "finetune") == experiment_id(before, "finetune")
+    assert identity(config, "finetune") == identity(before, "finetune")
+    val_only = {**config, "evaluate_test": False}
+    assert experiment_id(val_only, "finetune") != experiment_id(config, "finetune")
+    assert identity(val_only, "finetune")["evaluate_test"] is False

@@ -79,6 +79,8 @@ RUN_CASES = [
     (["~data.num_workers"], ["data.num_workers is missing"]),
     (["~data.eval_batch_size"], ["data.eval_batch_size is missing"]),
     (["~ensembles"], ["ensembles is missing"]),
+    (["~evaluate_test"], ["evaluate_test is missing"]),
+    (["evaluate_test=sometimes"], ["evaluate_test='sometimes'", "true or false"]),
     (["~recipe.freeze_encoder"], ["recipe.freeze_encoder is missing"]),
     (["~recipe.scheduler_interval"], ["recipe.scheduler_interval is missing"]),
     (["recipe.scheduler_interval=hour"], ["recipe.scheduler_interval='hour'"]),

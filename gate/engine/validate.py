@@ -445,9 +445,10 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     plain = _resolved(cfg)
     c = _Checker(plain)
     c.integer("seed", 0)
-    _required(c, "force", "keep_checkpoints")
+    _required(c, "force", "keep_checkpoints", "evaluate_test")
     c.boolean("force")
     c.choice("keep_checkpoints", KEEP_CHECKPOINTS)
+    c.boolean("evaluate_test")
     ensembles = c.get("ensembles")
     if ensembles is _MISSING:
         c.problems.append("ensembles is missing: expected a list of checkpoint counts, e.g. [1, 3, 5]")

@@ -360,15 +360,20 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
         ctx.echo(f"[gate] rank  left out: {line}", flush=True)
     records = ctx.records()
     full = read_full(plan, records, list(entries))
-    def scored(names: Sequence[str]) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
-        if not names or compose_score is None or run_score is None:
+    def scored(names: Sequence[str], benchmarks: Sequence[str]
+               ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
+        if not names or not benchmarks or compose_score is None or run_score is None:
             return {}, {}
-        return score_values(plan, list(entries), names, compose_score=compose_score, run_score=run_score,
+        return score_values(plan, benchmarks, names, compose_score=compose_score, run_score=run_score,
                             records=ctx.records, echo=ctx.echo)
 
-    # the seeding scores' seconds are the proxy's; the baselines' are not part of its cost
-    seed_values, seed_seconds = scored(request.seed_scores)
-    scores, _ = scored(request.baseline_scores if validate else ())
+    # the seeding scores' seconds are the proxy's; the baselines' are not part of its cost. Baselines only where a
+    # validation will compare them: a benchmark whose full runs are all stored and that the proxy ranks (with
+    # use_full_runs, a complete benchmark is ranked by its full runs and not validated): no feature passes otherwise
+    seed_values, seed_seconds = scored(request.seed_scores, list(entries))
+    validated = [] if not validate or request.use_full_runs else \
+        [b for b in entries if full.complete(b, plan.encoders)]
+    scores, _ = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
     scores = {**scores, **seed_values}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
                                  rank_by_full=request.use_full_runs)

@@ -9,7 +9,8 @@ promotion and its order use the mean of the rung-0 rank and each score's rank (t
 features: classification benchmarks only; elsewhere the rung alone decides).
 
 Each rung run is an ordinary ``gate-run`` experiment: the tier's protocol with ``trainer.max_steps=r_k``,
-validation every ``r0`` steps and ``keep_checkpoints=all``; its experiment id is its own (the step count is part
+validation every ``r0`` steps, ``keep_checkpoints=all`` and ``evaluate_test=false`` (a rung records its validation
+value only; the test split is never evaluated); its experiment id is its own (the step count is part
 of it), its records land in the results store, and a rerun skips what is stored (complete-or-redo). A survivor's
 next rung starts from a copy of its previous rung's ``last.ckpt`` (the run's resume path, ``facts.resumed_from_step``
 says so); an interrupted rung resumes from its own checkpoint. The GATE recipes' schedulers do not depend on the
@@ -147,8 +148,10 @@ class ProxyContext:
 
 
 def rung_overrides(steps: int, val_every: int) -> list[str]:
+    """A rung's gate-run overrides. ``evaluate_test=false``: the proxy ranks on validation, so a rung never tests
+    (no test pass, no ensembles: not part of its cost)."""
     return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={val_every}", "keep_checkpoints=all",
-            "trainer.enable_progress_bar=false"]
+            "evaluate_test=false", "trainer.enable_progress_bar=false"]
 
 
 def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext, *, budget: float, eta: int,

@@ -293,6 +293,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
                         continue
+                    if config.get("evaluate_test", True) is False:  # a tier compares test results: it needs them
+                        problems.append(f"{where}: evaluate_test=false is invalid in a tier (its results are compared "
+                                        f"on the test split); leave it at true")
+                        continue
                     why = cannot_take(config)
                     if why is not None:
                         if seed == seeds[0]:

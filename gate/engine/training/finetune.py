@@ -1,4 +1,5 @@
 """One fine-tuning experiment, start to finish: validate, build, (resume,) fit, test best + ensembles, record.
+With ``evaluate_test=false`` the test step is left out: the run records its best validation value only.
 
 The run is killable at any moment and safe beside its twin: a per-experiment lock keeps two identical runs
 apart; records are appended as one complete set (a torn set does not count as done); an interrupted run
@@ -83,7 +84,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
                       freeze_encoder=bool(recipe["freeze_encoder"]))  # the recipe YAML states them (validated)
 
     logger = instantiate_component(config["logger"], name=exp) if config.get("logger") else None
-    ensemble_sizes = tuple(config["ensembles"])  # conf/run.yaml states the default
+    evaluate_test = bool(config["evaluate_test"])  # conf/run.yaml states the default (true); validated boolean
+    ensemble_sizes = tuple(config["ensembles"]) if evaluate_test else ()  # conf/run.yaml states the default
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
     trainer = build_trainer(config["trainer"], [checkpoints, facts, *logging], logger, run_dir)
@@ -98,8 +100,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
                            f"<= trainer.max_steps ({config['trainer'].get('max_steps')})")
-    metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes)
-    if logger is not None:
+    # evaluate_test=false (gate-rank's rungs): the test split is never evaluated; only the val record is stored
+    metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if evaluate_test else {}
+    if logger is not None and metrics:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
     wall = round(time.perf_counter() - started, 2)
@@ -120,8 +123,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
 
 def finetune_records(config: dict[str, Any], exp: str, adapter, metrics: dict[str, float],
                      best_val: float) -> list[Record]:
-    """One record per test metric and one for the best validation value of the checkpoint monitor; the
-    directions come from the metric registry (:mod:`gate.metrics`)."""
+    """One record per test metric (none when ``evaluate_test`` is false) and one for the best validation value of
+    the checkpoint monitor; the directions come from the metric registry (:mod:`gate.metrics`)."""
     common = dict(experiment=exp, kind="finetune", encoder=config["encoder"]["name"],
                   dataset=config["dataset"]["name"], task=config["dataset"]["task"],
                   adapter=config["adapter"]["name"], recipe=config["recipe"]["name"], seed=int(config["seed"]),
