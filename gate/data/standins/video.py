@@ -104,16 +104,14 @@ def fading_levels(start: float, step: float, frames: int, low: float, high: floa
     return low + path[:, 0]
 
 
-def fading_clip(item: np.ndarray, levels: np.ndarray, corner: tuple[int, int], canvas: int,
-                background: int = 0) -> np.ndarray:
-    """``item`` (28x28 uint8) still at ``corner`` (top-left y, x) on a ``background`` gray canvas (the brighter
-    of the two per pixel), the whole frame scaled by each of ``levels`` (percent of full brightness):
-    (T, canvas, canvas) uint8."""
-    frame = np.full((canvas, canvas), float(background), np.float32)
+def fading_clip(item: np.ndarray, levels: np.ndarray, corner: tuple[int, int], canvas: int) -> np.ndarray:
+    """``item`` (28x28 uint8) still at ``corner`` (top-left y, x) on black, its pixels scaled by each of
+    ``levels`` (percent of full brightness): (T, canvas, canvas) uint8."""
+    out = np.zeros((len(levels), canvas, canvas), np.uint8)
     y, x = corner
-    frame[y:y + ITEM, x:x + ITEM] = np.maximum(frame[y:y + ITEM, x:x + ITEM], item.astype(np.float32))
-    scaled = frame[None] * (np.asarray(levels, np.float32)[:, None, None] / 100.0)
-    return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+    scaled = item.astype(np.float32)[None] * (np.asarray(levels, np.float32)[:, None, None] / 100.0)
+    out[:, y:y + ITEM, x:x + ITEM] = np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+    return out
 
 
 def moving_clips(rng: np.random.Generator, pool: ItemPool, n: int, frames: int, canvas: int, min_speed: float,
@@ -127,7 +125,7 @@ def moving_clips(rng: np.random.Generator, pool: ItemPool, n: int, frames: int, 
 
 
 def fading_clips(rng: np.random.Generator, pool: ItemPool, n: int, frames: int, canvas: int, min_level: float,
-                 max_level: float, min_rate: float, max_rate: float, background: int = 0) -> dict[str, np.ndarray]:
+                 max_level: float, min_rate: float, max_rate: float) -> dict[str, np.ndarray]:
     """``fmnist_video_speed``'s clips of one split: a still item whose brightness walks at ``speed`` per frame.
     The speed is drawn first and nothing else drawn depends on it (module docstring)."""
     classes = rng.permutation(np.arange(n) % 10)
@@ -136,7 +134,7 @@ def fading_clips(rng: np.random.Generator, pool: ItemPool, n: int, frames: int, 
     signs = rng.choice([-1.0, 1.0], size=n)
     corners = rng.integers(0, canvas - ITEM + 1, size=(n, 2))
     clips = np.stack([fading_clip(pool.draw(rng, [c])[0], fading_levels(a, g * s, frames, min_level, max_level),
-                                  (int(y), int(x)), canvas, background)
+                                  (int(y), int(x)), canvas)
                       for c, s, a, g, (y, x) in zip(classes, speeds, starts, signs, corners)])
     return {"video": clips, "speed": speeds.astype(np.float32)}
 
@@ -178,7 +176,7 @@ def fmnist_video(cache_dir: str | None = None, seed: int = 0, train_size: int = 
 
 def fmnist_video_speed(cache_dir: str | None = None, seed: int = 0, train_size: int = 1200, val_size: int = 100,
                        test_size: int = 200, frames: int = 4, canvas: int = 48, min_level: float = 20.0,
-                       max_level: float = 100.0, min_rate: float = 2.0, max_rate: float = 20.0, background: int = 0):
+                       max_level: float = 100.0, min_rate: float = 2.0, max_rate: float = 20.0):
     """The ``fmnist_video_speed`` stand-in (module docstring): ``train``, ``val``, ``test`` of ``video`` and
     ``speed`` (percent of full brightness per frame)."""
     sizes = {"train": int(train_size), "val": int(val_size), "test": int(test_size)}
@@ -191,10 +189,8 @@ def fmnist_video_speed(cache_dir: str | None = None, seed: int = 0, train_size: 
         raise ValueError(f"fmnist_video_speed: rates [{min_rate}, {max_rate}] are invalid: need 0 <= min_rate <= "
                          f"max_rate and (frames - 1) * max_rate < max_level - min_level = {high - low:g} "
                          f"(at most one reflection a clip)")
-    if not 0 <= int(background) <= 255:
-        raise ValueError(f"fmnist_video_speed: background={background} is invalid: a gray level in 0..255")
     knobs = {"frames": int(frames), "canvas": int(canvas), "min_level": low, "max_level": high, "min_rate": slow,
-             "max_rate": fast, "background": int(background)}
+             "max_rate": fast}
     params = {"version": VERSION, "seed": int(seed), **sizes, **knobs}
     return cached("fmnist_video_speed", params, cache_dir,
                   lambda: build_splits(fading_clips, sizes, int(seed), **knobs))
