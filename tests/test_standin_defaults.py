@@ -19,7 +19,7 @@ EXPECTED = {
     "fmnist_pairs": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_relational": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_video": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
-    "fmnist_video_speed": {"trainer.max_steps": 250, "trainer.val_check_interval": 50, "dataset.builder.max_rate": 20.0},
+    "fmnist_video_speed": {"trainer.max_steps": 150, "trainer.val_check_interval": 30, "dataset.builder.max_rate": 20.0},
     "digits": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fashion_mnist": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "bbc_news": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
