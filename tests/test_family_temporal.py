@@ -1,5 +1,7 @@
 """The video family: the temporal_classifier / temporal_regressor adapters and the fmnist_video stand-ins."""
 
+import json
+
 import datasets
 import numpy as np
 import pytest
@@ -8,7 +10,8 @@ import torch
 from gate.adapters.temporal import TemporalClassifier, TemporalRegressor
 from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
-from gate.data.standins.video import ITEM, fmnist_video, fmnist_video_speed, trajectory
+from gate.data.standins import video as video_module
+from gate.data.standins.video import ITEM, fading_clip, fading_levels, fmnist_video, fmnist_video_speed, trajectory
 from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
@@ -203,23 +206,64 @@ def test_the_dataset_and_the_encoder_must_fit():
     assert cls.temporal(torch.randn(2, 4, 6)).shape == (2, 10)
 
 
-def test_stand_ins_are_seeded_and_speed_shows_only_across_frames():
-    small = [fmnist_video_speed(seed=3, train_size=4, val_size=2, test_size=2)["val"].with_format("numpy")[:]
-             for _ in range(2)]
+def test_stand_ins_are_seeded_and_speed_shows_only_across_frames(tmp_path):
+    small = [fmnist_video_speed(seed=3, train_size=4, val_size=2, test_size=2, cache_dir=str(tmp_path / f"c{i}"))
+             ["val"].with_format("numpy")[:] for i in range(2)]
     assert np.array_equal(small[0]["video"], small[1]["video"]) and np.array_equal(small[0]["speed"], small[1]["speed"])
-    train = fmnist_video_speed(seed=3, train_size=200, val_size=2, test_size=2)["train"].with_format("numpy")[:]
-    assert train["video"].shape == (200, 8, 48, 48) and train["video"].max() > 200
+    data = fmnist_video_speed(seed=3, train_size=400, val_size=2, test_size=200, cache_dir=str(tmp_path / "big"))
+    train, test = (data[split].with_format("numpy")[:] for split in ("train", "test"))
+    assert train["video"].shape == (400, 4, 48, 48) and train["video"].max() > 200
     speed = train["speed"]
-    assert 0.5 <= speed.min() and speed.max() <= 3.0 and speed.std() > 0.5
-    # the item's horizontal centre of mass: its step between frames tracks the speed; its place in one frame not
-    video = train["video"].astype(np.float64)
-    xs = np.arange(48)
-    centre = (video.sum(axis=2) * xs).sum(axis=2) / video.sum(axis=(2, 3))  # (clips, frames)
-    step = np.abs(np.diff(centre, axis=1)).mean(axis=1)
-    assert np.corrcoef(step, speed)[0, 1] > 0.5
-    assert abs(np.corrcoef(np.abs(centre[:, 0] - 24), speed)[0, 1]) < 0.2
-    labels = fmnist_video(seed=3, train_size=30, val_size=4, test_size=4)["train"]["label"]
+    assert 2.0 <= speed.min() and speed.max() <= 20.0 and speed.std() > 4.0
+
+    def intensity(clips):  # each frame's mean intensity, (clips, frames): what a pooled feature sees most plainly
+        return clips["video"].astype(np.float64).mean(axis=(2, 3))
+
+    # No single frame predicts the speed: every frame's level is uniform whatever the speed, so its mean
+    # intensity, and how far that is from typical, are uncorrelated with it. With 400 clips a correlation of 0
+    # has a standard error of 0.05; 0.15 is three of them (the old motion stand-in had no such gap to close).
+    frames = intensity(train)
+    for t in range(frames.shape[1]):
+        assert abs(np.corrcoef(frames[:, t], speed)[0, 1]) < 0.15
+        assert abs(np.corrcoef(np.abs(frames[:, t] - np.median(frames[:, t])), speed)[0, 1]) < 0.15
+    # Across frames it is plain: a linear fit on the frame-to-frame changes of mean intensity (relative to the
+    # clip's average, which divides out the item's size), fitted on train, beats the train mean on test.
+    def changes(clips):
+        means = intensity(clips)
+        return np.c_[np.abs(np.diff(means, axis=1)) / means.mean(axis=1, keepdims=True), np.ones(len(means))]
+
+    weights = np.linalg.lstsq(changes(train), speed, rcond=None)[0]
+    fitted = np.abs(changes(test) @ weights - test["speed"]).mean()
+    trivial = np.abs(speed.mean() - test["speed"]).mean()
+    assert trivial > 4.0 and fitted < 0.7 * trivial
+    labels = fmnist_video(seed=3, train_size=30, val_size=4, test_size=4, cache_dir=str(tmp_path))["train"]["label"]
     assert np.bincount(labels).tolist() == [3] * 10
+
+
+def test_brightness_walk_reflects_and_rejects_bad_bounds(tmp_path):
+    levels = fading_levels(95.0, 10.0, 4, 20.0, 100.0)
+    assert np.allclose(levels, [95.0, 95.0, 85.0, 75.0])  # up 5 to the bound, back 5: one reflection
+    assert np.allclose(fading_levels(50.0, -7.5, 4, 20.0, 100.0), [50.0, 42.5, 35.0, 27.5])
+    clip = fading_clip(np.full((ITEM, ITEM), 200, np.uint8), np.array([100.0, 50.0]), (3, 5), 48)
+    assert clip.shape == (2, 48, 48) and clip[0, 3, 5] == 200 and clip[1, 30, 32] == 100 and clip[1, 2, 5] == 0
+    with pytest.raises(ValueError, match=r"rates \[2.0, 30.0\] are invalid: .*\(frames - 1\) \* max_rate < "
+                                         r"max_level - min_level = 80"):
+        fmnist_video_speed(cache_dir=str(tmp_path), max_rate=30.0)
+    with pytest.raises(ValueError, match=r"levels \[20.0, 120.0\] are invalid: need 0 <= min_level < max_level <= 100"):
+        fmnist_video_speed(cache_dir=str(tmp_path), max_level=120.0)
+
+
+def test_a_changed_generator_is_never_served_from_an_old_cache(tmp_path):
+    # the stand-in's cache key holds VERSION and the source hash of the module that generates it
+    from gate.data.disk_cache import code_version
+
+    built = fmnist_video_speed(seed=1, train_size=2, val_size=1, test_size=1, cache_dir=str(tmp_path))
+    assert built["train"].num_rows == 2
+    records = [json.loads(path.read_text()) for path in tmp_path.rglob("gate_cache.json")]
+    assert len(records) == 1, "the stand-in was not cached once"
+    key = records[0]["key"]
+    assert key["params"]["version"] == video_module.VERSION == 3 and key["params"]["max_rate"] == pytest.approx(20.0)
+    assert key["code"]["gate.data.standins.video"] == code_version(video_module.fading_clips)["gate.data.standins.video"]
 
 
 def test_bouncing_trajectory_stays_inside_and_keeps_its_speed():

@@ -19,7 +19,7 @@ EXPECTED = {
     "fmnist_pairs": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_relational": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_video": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
-    "fmnist_video_speed": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_video_speed": {"trainer.max_steps": 150, "trainer.val_check_interval": 30, "dataset.builder.max_rate": 20.0},
     "digits": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fashion_mnist": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "bbc_news": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
@@ -49,3 +49,14 @@ def test_presets_and_the_command_line_still_win_over_a_standins_defaults(tmp_pat
     assert (value(mine, "trainer.max_steps"), value(mine, "trainer.val_check_interval")) == (7, 7)
     shots = resolved(tmp_path, ["dataset=fmnist_fewshot", "adapter.max_shots=3", "adapter.test_episodes=9"])
     assert (value(shots, "adapter.max_shots"), value(shots, "adapter.test_episodes")) == (3, 9)
+
+
+def test_the_bbc_news_preset_keeps_its_two_minute_size(tmp_path):
+    # README "Stand-in defaults": MiniLM still fully fine-tuned, but 60 steps of 64 tokens (was 200 of 128: 6 min)
+    config = resolved(tmp_path, ["preset=bbc_news_minilm"])
+    keys = ("dataset.name", "encoder.name", "trainer.max_steps", "trainer.val_check_interval", "encoder.max_length",
+            "recipe.freeze_encoder")
+    assert {key: value(config, key) for key in keys} == {
+        "dataset.name": "bbc_news", "encoder.name": "minilm", "trainer.max_steps": 60, "trainer.val_check_interval": 20,
+        "encoder.max_length": 64, "recipe.freeze_encoder": False}
+    assert value(config, "recipe.optimizer.lr") == pytest.approx(5e-5, rel=1e-9)
