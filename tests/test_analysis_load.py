@@ -234,10 +234,15 @@ def test_records_written_before_the_rename_keep_their_paper_group(tmp_path):
 
 @pytest.mark.parametrize("header", ["family,dataset,metric,higher_is_better,a\nF,x,acc@1,true,1\n",
                                     "family,encoder,dataset,metric,value\nF,a,x,acc@1,1\n"])
-def test_a_table_with_the_old_family_column_is_refused_naming_paper_group(tmp_path, header):
-    """Read as before, a wide table's 'family' column would be taken for an encoder (a long one's would be dropped)."""
+def test_a_table_with_the_old_family_column_reads_it_as_the_paper_group(tmp_path, header):
+    """gate's tables before issue 16 name the paper group 'family': read as it was, a wide table would take it for
+    an encoder (a long one's would be dropped); it is the same fact under its old name."""
     path = tmp_path / "old.csv"
     path.write_text(header)
+    long = load_results(path).long
+    assert long["encoder"].tolist() == ["a"] and long["paper_group"].tolist() == ["F"]
+    both = tmp_path / "both.csv"
+    both.write_text("family,paper_group,dataset,metric,higher_is_better,a\nF,F,x,acc@1,true,1\n")
     with pytest.raises(ValueError) as err:
-        load_results(path)
-    assert "\n" not in str(err.value) and "column 'family' was renamed 'paper_group'" in str(err.value)
+        load_results(both)
+    assert "\n" not in str(err.value) and "'family' is the old name of 'paper_group'" in str(err.value)

@@ -4,8 +4,10 @@ matplotlib's backend (and pyplot) alone; EEVEE's thread limits are scoped (see t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 SCRIPT = r"""
 import sys
@@ -46,7 +48,11 @@ pngs += [figs.importance_bar(imp, 2, out / "imp.png"), figs.k_sweep_box({1: np.a
 for p in pngs:
     assert p.read_bytes().startswith(b"\x89PNG"), p
 assert matplotlib.get_backend() == "svg", matplotlib.get_backend()
-assert "matplotlib.pyplot" not in sys.modules, "pyplot was imported"
+# torchmetrics imports pyplot when matplotlib is installed (the dataset configs are read into DatasetSpec, whose
+# task-family lookup imports the adapters, hence torchmetrics); gate never draws through it (the scan below), so
+# what must hold is that no pyplot figure is left open and the backend is the user's.
+plt = sys.modules.get("matplotlib.pyplot")
+assert plt is None or plt.get_fignums() == [], "a pyplot figure was left open"
 print("ok", len(pngs))
 """
 
@@ -58,3 +64,14 @@ def test_importing_and_drawing_leaves_matplotlib_alone(tmp_path):
                           timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.startswith("ok")
+
+
+def test_no_gate_module_draws_through_pyplot():
+    """Figures are drawn on ``matplotlib.figure.Figure`` objects (no global figure manager, no backend switch)."""
+    import gate
+
+    root = Path(gate.__file__).resolve().parent
+    imports = re.compile(r"^\s*(import matplotlib\.pyplot|from matplotlib import .*\bpyplot\b|from matplotlib\.pyplot import)",
+                         re.MULTILINE)
+    users = [str(p.relative_to(root)) for p in root.rglob("*.py") if imports.search(p.read_text())]
+    assert users == [], users

@@ -326,16 +326,20 @@ def _record_row(row: Mapping[str, Any], i: int, path: Path, cache: dict) -> dict
     }
 
 
-def _refuse_old_columns(frame: pd.DataFrame, path: Path) -> None:
-    """A table written before issue 16 names the paper's group ``family``; read as it was, a wide table would take
-    it for an encoder column (and a long one would leave every benchmark out of the group means)."""
-    if "family" in frame.columns:
-        raise ValueError(f"{path}: column 'family' was renamed 'paper_group' (the GATE paper's benchmark group): "
-                         f"rename that column")
+def _old_columns_renamed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """A table written before issue 16 (gate's own ``table.csv``, the paper table) names the paper's group
+    ``family``: it is read as ``paper_group``, the same fact under its new name (left as it was, a wide table would
+    take it for an encoder column). A table with both columns is ambiguous and refused."""
+    if "family" not in frame.columns:
+        return frame
+    if "paper_group" in frame.columns:
+        raise ValueError(f"{path}: columns 'family' and 'paper_group' both given: 'family' is the old name of "
+                         f"'paper_group' (the GATE paper's benchmark group); keep one")
+    return frame.rename(columns={"family": "paper_group"})
 
 
 def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
-    _refuse_old_columns(frame, path)
+    frame = _old_columns_renamed(frame, path)
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         raise ValueError(
@@ -395,7 +399,7 @@ def _is_wide(frame: pd.DataFrame) -> bool:
 
 
 def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    _refuse_old_columns(frame, path)
+    frame = _old_columns_renamed(frame, path)
     encoders = [c for c in frame.columns if c not in WIDE_RESERVED and not str(c).startswith("Unnamed")]
     if not encoders:
         raise ValueError(f"{path}: wide table has no encoder columns (columns other than {list(WIDE_RESERVED)}); "

@@ -1,7 +1,18 @@
-"""Datasets: specs, offline and hub sources, deterministic splits, the DataModule."""
+"""Datasets: specs, offline and hub sources, deterministic splits, the DataModule.
 
-from .datamodule import GATEDataModule, TransformedSplit
-from .spec import DatasetSpec, check_split
-from .splits import make_splits
+The names below are imported on first use (PEP 562), so importing a light module of this package (``gate.data.spec``
+for the analysis, ``gate.data.hub`` for gate-data) does not import torch, Lightning and torchmetrics, which imports
+matplotlib's pyplot (tests/test_analysis_side_effects.py)."""
 
-__all__ = ["GATEDataModule", "TransformedSplit", "DatasetSpec", "check_split", "make_splits"]
+from importlib import import_module
+
+_LAZY = {"GATEDataModule": ".datamodule", "TransformedSplit": ".datamodule", "DatasetSpec": ".spec",
+         "check_split": ".spec", "make_splits": ".splits"}
+
+__all__ = list(_LAZY)
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
