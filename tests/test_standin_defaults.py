@@ -19,8 +19,9 @@ EXPECTED = {
     "fmnist_pairs": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_relational": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "fmnist_video": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
-    "fmnist_video_speed": {"trainer.max_steps": 150, "trainer.val_check_interval": 30, "dataset.builder.max_rate": 20.0},
-    "digits": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
+    "fmnist_video_speed": {"trainer.max_steps": 1000, "trainer.val_check_interval": 200, "recipe.freeze_encoder": True,
+                           "dataset.builder.max_rate": 20.0},
+    "digits": {"trainer.max_steps": 150, "trainer.val_check_interval": 30, "recipe.freeze_encoder": False},
     "fashion_mnist": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
     "bbc_news": {"trainer.max_steps": 150, "trainer.val_check_interval": 30},
 }
@@ -49,6 +50,9 @@ def test_presets_and_the_command_line_still_win_over_a_standins_defaults(tmp_pat
     assert (value(mine, "trainer.max_steps"), value(mine, "trainer.val_check_interval")) == (7, 7)
     shots = resolved(tmp_path, ["dataset=fmnist_fewshot", "adapter.max_shots=3", "adapter.test_episodes=9"])
     assert (value(shots, "adapter.max_shots"), value(shots, "adapter.test_episodes")) == (3, 9)
+    tuned = resolved(tmp_path, ["dataset=fmnist_video_speed", "recipe.freeze_encoder=false", "recipe=vit"])
+    assert value(tuned, "recipe.freeze_encoder") is False
+    assert value(resolved(tmp_path, ["dataset=fmnist_video_speed", "recipe=vit"]), "recipe.freeze_encoder") is True
 
 
 def test_the_bbc_news_preset_keeps_its_two_minute_size(tmp_path):
