@@ -59,6 +59,24 @@ def test_metrics_perfect_wrong_and_ignored_pixels():
     assert got["mean_acc"] == pytest.approx(0.75) and got["dice"] == pytest.approx((2 / 3 + 4 / 5) / 2)
 
 
+def test_dice_loss_equals_the_one_hot_formula_in_value_and_gradient():
+    """The loss sums each class's probability over its labelled pixels instead of building a (B, C, H, W) one-hot;
+    the reference below is the one-hot formula, written out. Tolerance: float32 sums in a different order."""
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 7, 9, 11, generator=gen, requires_grad=True)
+    target = torch.randint(0, 7, (2, 9, 11), generator=gen)
+    target[0, :3] = IGNORE
+    valid = (target != IGNORE).unsqueeze(1)
+    probs = logits.softmax(1) * valid
+    onehot = F.one_hot(torch.where(valid[:, 0], target, 0), 7).permute(0, 3, 1, 2) * valid
+    inter, dims = (probs * onehot).sum((0, 2, 3)), (0, 2, 3)
+    reference = 1.0 - ((2 * inter + 1.0) / (probs.sum(dims) + onehot.sum(dims) + 1.0)).mean()
+    (want,) = torch.autograd.grad(reference, logits)
+    dice = segmentation_losses(logits, target, IGNORE)["dice"]
+    (got,) = torch.autograd.grad(dice, logits)
+    assert torch.allclose(dice, reference, atol=1e-6) and torch.allclose(got, want, atol=1e-7)
+
+
 def test_per_volume_metric_reassembles_volumes_whatever_the_batching():
     """Volume 7: foreground class 1 with dice 2*2/(3+3)=2/3; volume 3: perfect (dice 1). Mean over volumes: 5/6,
     not the pixel-pooled value, and the same however the slices are ordered and batched."""

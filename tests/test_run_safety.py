@@ -37,7 +37,13 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
     first = run_finetune(cfg)
     ckpts = first.run_dir / "checkpoints"
     last = ckpts / "last.ckpt"
-    last.write_bytes(last.read_bytes()[:1000])  # killed while saving
+    # last.ckpt is a hard link to step=6.ckpt (the top-k file of the same step): a write of last.ckpt replaces the
+    # name first, so a kill while saving it leaves a torn file under that name alone
+    assert last.stat().st_ino == (ckpts / "step=6.ckpt").stat().st_ino and last.stat().st_nlink == 2
+    assert (ckpts / "step=3.ckpt").stat().st_nlink == 1  # the link moved on to step 6; step 3's file is its own
+    data = last.read_bytes()
+    last.unlink()
+    last.write_bytes(data[:1000])  # killed while saving
     elsewhere = compose_run(tmp_path, [*TINY, "keep_checkpoints=all", f"paths.results={tmp_path}/other.jsonl"])
     with pytest.warns(UserWarning, match="truncated"):
         again = run_finetune(elsewhere)  # same experiment id (paths are run-only), an empty store: runs again
@@ -64,3 +70,4 @@ def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path, caps
     again = call_cli(run_cli.main, args, capsys, prog="gate-run")  # finished: nothing to do (in process)
     assert again.returncode == 0 and "already in" in again.stdout
     assert len(store.records()) == len(rows)
+

@@ -102,11 +102,16 @@ def segmentation_losses(logits: torch.Tensor, target: torch.Tensor, ignore_index
     ce_map = F.cross_entropy(logits, target, ignore_index=ignore, reduction="none")  # 0 on ignored pixels
     ce = ce_map.sum() / n_valid
     focal = ((1.0 - torch.exp(-ce_map)) ** gamma * ce_map).sum() / n_valid
-    probs = logits.softmax(dim=1) * valid.unsqueeze(1)
-    onehot = F.one_hot(torch.where(valid, target, 0), logits.shape[1]).permute(0, 3, 1, 2) * valid.unsqueeze(1)
-    dims = (0, 2, 3)
-    inter = (probs * onehot).sum(dims)
-    dice = 1.0 - ((2 * inter + eps) / (probs.sum(dims) + onehot.sum(dims) + eps)).mean()
+    # Soft Dice per class without a (B, C, H, W) one-hot: a class's intersection is the sum of its probability over
+    # the pixels labelled with it, and its target area is a pixel count (ADE20K's one-hot would be C × the mask).
+    probs = logits.softmax(dim=1)
+    classes = torch.where(valid, target, 0)
+    at_target = probs.gather(1, classes.unsqueeze(1)).squeeze(1)[valid]
+    labelled = classes[valid]
+    inter = torch.zeros(logits.shape[1], dtype=probs.dtype, device=probs.device).index_add(0, labelled, at_target)
+    area = torch.bincount(labelled, minlength=logits.shape[1]).to(probs.dtype)
+    predicted = (probs * valid.unsqueeze(1)).sum((0, 2, 3))
+    dice = 1.0 - ((2 * inter + eps) / (predicted + area + eps)).mean()
     return {"ce": ce, "focal": focal, "dice": dice}
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from collections.abc import Mapping
@@ -21,11 +22,63 @@ def auto_precision(requested: str | None) -> str:
     return "32-true"
 
 
+class TopKAndLastCheckpoint(ModelCheckpoint):
+    """Lightning's ModelCheckpoint, except that a ``last.ckpt`` due at the step a top-k checkpoint was just written
+    is a hard link to that file instead of a second serialisation of the same state (half the checkpoint writes
+    of a run whose validation keeps improving). Lightning's own ``save_last="link"`` links to the newest top-k
+    file even when it is older than the current step, which would resume a killed run from a stale state.
+
+    Both files must hold the same bytes, so the top-k checkpoint is written with ``last_model_path`` already naming
+    ``last.ckpt`` (the one field in which the two states differ), and there is no version counter (``last-v1``):
+    top-k names carry their step. A full write of ``last.ckpt`` first removes a linked one, so it can never write
+    through the link into a top-k file."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(save_last=True, enable_version_counter=False, **kwargs)
+
+    def _last_path(self) -> str:
+        return os.path.join(str(self.dirpath), f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+
+    def _save_topk_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, Any]) -> None:
+        self.last_model_path = self._last_path()
+        super()._save_topk_checkpoint(trainer, monitor_candidates)
+
+    def _save_last_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, Any]) -> None:
+        last, just_saved = self._last_path(), self._last_checkpoint_saved
+        linked = False
+        if (self._last_global_step_saved == trainer.global_step and just_saved and just_saved != last
+                and os.path.isfile(just_saved)):
+            if trainer.is_global_zero:
+                linked = _hard_link(just_saved, last)
+            linked = trainer.strategy.broadcast(linked)
+        if linked:
+            self.last_model_path = self._last_checkpoint_saved = last
+            return
+        if trainer.is_global_zero and os.path.isfile(last) and os.stat(last).st_nlink > 1:
+            os.unlink(last)  # a link to a top-k file: the write below must not go through it
+        trainer.strategy.barrier()
+        super()._save_last_checkpoint(trainer, monitor_candidates)
+
+
+def _hard_link(target: str, link: str) -> bool:
+    """``link`` becomes a hard link to ``target`` (made aside, then renamed over: never a missing ``last.ckpt``);
+    False where the file system has no hard links (the caller writes the file instead)."""
+    tmp = f"{link}.{os.getpid()}.link"
+    try:
+        os.link(target, tmp)
+        os.replace(tmp, link)
+        return True
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        return False
+
+
 def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top_k: int) -> ModelCheckpoint:
     """Keep the top-k checkpoints by the validation monitor (for best-model and ensemble testing) and the last
     one (to resume an interrupted run)."""
-    return ModelCheckpoint(dirpath=str(dirpath), monitor=f"val/{monitor}", mode=mode, save_top_k=top_k,
-                           save_last=True, filename="step={step}", auto_insert_metric_name=False)
+    return TopKAndLastCheckpoint(dirpath=str(dirpath), monitor=f"val/{monitor}", mode=mode, save_top_k=top_k,
+                                 filename="step={step}", auto_insert_metric_name=False)
 
 
 def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callback]]:
