@@ -2,9 +2,6 @@
 
 import math
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import datasets
 import pytest
@@ -16,7 +13,7 @@ from gate.data.standins.pairs import fmnist_pairs
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import compose_run
+from helpers import call_cli, compose_run
 
 TINY = ["dataset=fmnist_pairs", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
@@ -191,12 +188,15 @@ def test_stand_in_is_seeded_and_captions_are_specific():
 
 
 @pytest.mark.slow
-def test_gate_run_end_to_end(tmp_path):
-    cmd = [sys.executable, "-m", "gate.cli.run", "dataset=fmnist_pairs", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "dataset.builder.train_size=32", "dataset.builder.val_size=16",
-           "dataset.builder.test_size=16", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).parent.parent)
+def test_gate_run_end_to_end(tmp_path, capsys):
+    # gate-run's main() in this process (gate-run's real process is tests/test_finetune.py's)
+    from gate.cli import run as run_cli
+
+    args = ["dataset=fmnist_pairs", "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
+            "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "dataset.builder.train_size=32", "dataset.builder.val_size=16", "dataset.builder.test_size=16",
+            "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
+    done = call_cli(run_cli.main, args, capsys, prog="gate-run")
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records(kind="finetune")
     test = {r["metric"] for r in records if r["split"] == "test"}

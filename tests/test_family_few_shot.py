@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 import torch
@@ -14,6 +11,8 @@ from gate.data.datamodule import GATEDataModule
 from gate.data.spec import DatasetSpec
 from gate.data.standins.few_shot import fmnist_fewshot
 from gate.encoders.base import EncoderOutput
+
+from helpers import call_cli
 
 TINY = dict(train_per_class=25, val_per_class=12, test_per_class=12)
 NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
@@ -264,15 +263,17 @@ def test_bad_inputs_name_dataset_split_and_class(tiny):
 
 
 @pytest.mark.slow
-def test_gate_run_fmnist_fewshot_end_to_end(tmp_path):
+def test_gate_run_fmnist_fewshot_end_to_end(tmp_path, capsys):
+    # gate-run's main() in this process (gate-run's real process is tests/test_finetune.py's)
+    from gate.cli import run as run_cli
     from gate.results import ResultsStore
 
-    cmd = [sys.executable, "-m", "gate.cli.run", "dataset=fmnist_fewshot", "image_size=32", "trainer.max_steps=4",
-           "trainer.val_check_interval=2", "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]",
-           f"paths.root={tmp_path}", "dataset.builder.train_per_class=20", "dataset.builder.val_per_class=10",
-           "dataset.builder.test_per_class=10", "adapter.val_episodes=2", "adapter.test_episodes=3",
-           "adapter.max_shots=3"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    args = ["dataset=fmnist_fewshot", "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
+            "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]", f"paths.root={tmp_path}",
+            "dataset.builder.train_per_class=20", "dataset.builder.val_per_class=10",
+            "dataset.builder.test_per_class=10", "adapter.val_episodes=2", "adapter.test_episodes=3",
+            "adapter.max_shots=3"]
+    done = call_cli(run_cli.main, args, capsys, prog="gate-run")
     assert done.returncode == 0, done.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     names = {(r["split"], r["metric"]) for r in records}

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import call_cli
+
 # A tiny tier: scikit-learn digits at 32 px, batches of 8, 8 steps (the proxy's 10 % ... 50 %: a few steps).
 TINY = {"name": "tiny", "seeds": [0], "score": False,
         "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 8,
@@ -78,7 +80,7 @@ def test_an_empty_encoder_name_is_refused_not_dropped(monkeypatch, capsys, tmp_p
 
 
 @pytest.mark.slow
-def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path):
+def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps
     (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing."""
     tier = write_tier(tmp_path / "tiny.yaml")
@@ -99,6 +101,9 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path):
     later = [r for r in val.values() if r["facts"]["global_step"] == 2]
     assert len(first) == 3 and all(r["facts"]["resumed_from_step"] is None for r in first)
     assert len(later) in (0, 2) and all(r["facts"]["resumed_from_step"] == 1 for r in later)  # survivors continue
-    again = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    # the rerun in process (gate-rank's real process is the one above): every run is found stored
+    from gate.cli import rank
+
+    again = call_cli(rank.main, cmd[3:], capsys, prog="gate-rank")
     assert again.returncode == 0 and again.stdout.count("already stored") == len(val), again.stdout[-2000:]
     assert len((root / "results" / "records.jsonl").read_text().splitlines()) == len(records)
