@@ -265,7 +265,9 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
 
 
 @pytest.mark.slow
-def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path, tier_in_process):
+def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path, tier_in_process, monkeypatch):
+    # submitit's local executor starts both jobs at once: one torch thread each on this 2-core machine, not two
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     doc = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 4, "trainer.val_check_interval": 2}))
     tier = write_tier(tmp_path / "tiny.yaml", doc)
     out = tier_in_process([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={tmp_path}", "launch=submitit_local",
