@@ -218,11 +218,12 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, tier_in_process):
 
 @pytest.mark.slow
 def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path, tier_in_process,
-                                                                                          capsys):
+                                                                                          capsys, monkeypatch):
     tier = write_tier(tmp_path / "tiny.yaml", KILLABLE)
     root = tmp_path / "local"
-    args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local"]
-    # the launcher dies mid-run (at the first checkpoint of the first of its two experiments); its job dies with it
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # two workers at once on this 2-core machine: one torch thread each
+    args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local", "launcher.workers=2"]
+    # the launcher dies mid-run (at the first checkpoint of either of its two jobs, which run at once); they die with it
     sigkill_once("gate.cli.tier", args, root / "runs", "*/checkpoints/step=2.ckpt", timeout=600)
     assert list((root / "runs").glob("*/checkpoints/step=2.ckpt")), "no checkpoint within 600 s"
     assert not (root / "results" / "records.jsonl").exists()  # killed before its first experiment was recorded
