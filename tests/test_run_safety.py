@@ -71,3 +71,50 @@ def test_sigkill_mid_run_then_rerun_completes_with_one_record_set(tmp_path, caps
     assert again.returncode == 0 and "already in" in again.stdout
     assert len(store.records()) == len(rows)
 
+
+def test_last_checkpoint_is_the_newest_state_linked_to_its_steps_top_k_file_where_there_is_one(tmp_path):
+    """Validation scores 0.5, 0.9, 0.1 at steps 2, 4, 6 (top-1, max): last.ckpt is a hard link to step=2.ckpt,
+    then to step=4.ckpt; at step 6 nothing improves, so it is written afresh as its own file (Lightning 2.6 alone
+    would leave it at step 4), and the write does not go through the old link into step=4.ckpt."""
+    import lightning as L
+    import torch
+
+    from gate.engine.training.trainer import checkpoint_callback
+
+    class Scripted(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+            self.scores = iter([0.5, 0.9, 0.1])
+
+        def training_step(self, batch, _):
+            return self.layer(batch[0]).mean()
+
+        def validation_step(self, batch, _):
+            self.log("val/acc", next(self.scores))
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    ckpts, seen = tmp_path / "checkpoints", {}
+
+    def look(step):
+        last, top = ckpts / "last.ckpt", ckpts / f"step={step}.ckpt"
+        seen[step] = (top.exists() and last.stat().st_ino == top.stat().st_ino,
+                      torch.load(last, weights_only=False)["global_step"])
+
+    class Watch(L.Callback):  # Lightning runs checkpoint callbacks last: look when the next step starts
+        def on_train_batch_start(self, trainer, *_):
+            if trainer.global_step and trainer.global_step % 2 == 0 and trainer.global_step not in seen:
+                look(trainer.global_step)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(80, 2)), batch_size=8)
+    trainer = L.Trainer(max_steps=6, val_check_interval=2, limit_val_batches=1, num_sanity_val_steps=0,
+                        callbacks=[checkpoint_callback(ckpts, "acc", "max", 1), Watch()], logger=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(Scripted(), data, data)
+    look(6)
+    assert seen == {2: (True, 2), 4: (True, 4), 6: (False, 6)}, seen
+    assert sorted(p.name for p in ckpts.iterdir()) == ["last.ckpt", "step=4.ckpt"]
+    assert (ckpts / "last.ckpt").stat().st_nlink == 1 and (ckpts / "step=4.ckpt").stat().st_nlink == 1
+    assert torch.load(ckpts / "step=4.ckpt", weights_only=False)["global_step"] == 4

@@ -23,10 +23,11 @@ def auto_precision(requested: str | None) -> str:
 
 
 class TopKAndLastCheckpoint(ModelCheckpoint):
-    """Lightning's ModelCheckpoint, except that a ``last.ckpt`` due at the step a top-k checkpoint was just written
-    is a hard link to that file instead of a second serialisation of the same state (half the checkpoint writes
-    of a run whose validation keeps improving). Lightning's own ``save_last="link"`` links to the newest top-k
-    file even when it is older than the current step, which would resume a killed run from a stale state.
+    """Lightning's ModelCheckpoint, except that ``last.ckpt`` is written at every validation (the newest state, to
+    resume from), as a hard link to the top-k checkpoint written at the same step where there is one, instead of
+    a second serialisation of the same state (half the checkpoint writes of a run whose validation improves).
+    Lightning's own ``save_last="link"`` links to the newest top-k file even when it is older than the current
+    step, which would resume a killed run from a stale state.
 
     Both files must hold the same bytes, so the top-k checkpoint is written with ``last_model_path`` already naming
     ``last.ckpt`` (the one field in which the two states differ), and there is no version counter (``last-v1``):
@@ -38,6 +39,13 @@ class TopKAndLastCheckpoint(ModelCheckpoint):
 
     def _last_path(self) -> str:
         return os.path.join(str(self.dirpath), f"{self.CHECKPOINT_NAME_LAST}{self.FILE_EXTENSION}")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_validation_end(trainer, pl_module)
+        # Lightning 2.6 writes last.ckpt only when a top-k file was written at this validation: a run killed
+        # after its validation stopped improving would resume from its best step, not its newest. Write it here.
+        if not self._should_skip_saving_checkpoint(trainer) and not self._should_save_on_train_epoch_end(trainer):
+            self._save_last_checkpoint(trainer, self._monitor_candidates(trainer))
 
     def _save_topk_checkpoint(self, trainer: L.Trainer, monitor_candidates: dict[str, Any]) -> None:
         self.last_model_path = self._last_path()
