@@ -147,7 +147,7 @@ def test_gate_run_cli_on_fashion_mnist_writes_only_under_its_output_root(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "WANDB_", "MPLCONFIG", "GATE_DEBUG"))}
     env.update(HOME=str(home), TMPDIR=str(tmp), WANDB_MODE="offline")
     steps, batch = 30, 32
-    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={root}", "image_size=48", f"trainer.max_steps={steps}",
+    cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={root}", "image_size=32", f"trainer.max_steps={steps}",
            "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", f"data.batch_size={batch}",
            "data.max_val_samples=128", "data.max_test_samples=256", "ensembles=[1]", "logger=wandb", "callbacks=default"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
@@ -155,7 +155,7 @@ def test_gate_run_cli_on_fashion_mnist_writes_only_under_its_output_root(tmp_pat
     assert "test/acc@1" in proc.stdout and "results store:" in proc.stdout and "wandb" in proc.stdout
     rows = ResultsStore(root / "results" / "records.jsonl").records()
     acc = next(r["value"] for r in rows if r["split"] == "test" and r["metric"] == "acc@1")
-    assert acc > 0.4  # 10 classes: chance is 0.1
+    assert acc > 0.4  # 10 classes: chance is 0.1 (0.578 here at 32 px)
     assert list((root / "wandb").rglob("offline-run-*"))
     assert files_under(home) == [], files_under(home)
     assert files_under(tmp) == [], files_under(tmp)
