@@ -119,22 +119,8 @@ def test_two_cpu_processes_give_one_record_set_with_one_devices_numbers(tmp_path
 
 
 @pytest.mark.slow
-def test_ddp_with_an_unused_pretrained_head_runs(tmp_path, capsys):
+def test_ddp_with_an_unused_pretrained_head_runs(tmp_path):
     # EfficientNet-Lite keeps its ImageNet head for LEEP; fine-tuning never uses it. Plain DDP stopped with
-    # "parameters that were not used in producing the loss" and then hung. One DDP process: gate-run's main() in
-    # this one (the two-process launch is the test above); the process group it opens is closed after.
-    import torch.distributed as dist
-
-    from gate.cli import run as run_cli
-
-    from helpers import call_cli
-
-    try:
-        out = call_cli(run_cli.main, [*RUN, f"paths.root={tmp_path}", "trainer.devices=1", "++trainer.strategy=ddp"],
-                       capsys, prog="gate-run")
-    finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()
-    assert out.returncode == 0, out.stderr[-2000:]
-    rows = [json.loads(line) for line in (tmp_path / "results" / "records.jsonl").read_text().splitlines()]
+    # "parameters that were not used in producing the loss" and then hung.
+    proc, rows = _gate_run(tmp_path, ["trainer.devices=1", "++trainer.strategy=ddp"])
     assert {r["metric"] for r in rows if r["split"] == "test"} >= {"acc@1", "ensemble_2/acc@1"}
