@@ -10,7 +10,30 @@ os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
 
 
+# Under pytest-xdist (`-n auto`, the README's test command) each worker gets its share of the cores for torch's
+# intra-op threads, and so do the processes its tests start: two workers of two threads each on a 2-core machine
+# ran slower than one process. Set before any test module imports torch.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+if _workers > 1:
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
+
+import tempfile  # noqa: E402
+
 import pytest  # noqa: E402 - after the environment above, before anything imports the hub libraries
+
+
+@pytest.fixture(autouse=True)
+def _no_process_state_leaks_between_tests():
+    """An entry point called in process (``gate_data.main([...])``, ``call_cli``) sends its temp files and caches
+    under its output root (``TMPDIR``, ``MPLCONFIGDIR``, ...), as it may in a process of its own: the environment
+    and the temp dir are put back after every test, so no test runs with another's settings."""
+    env, tempdir = dict(os.environ), tempfile.tempdir
+    yield
+    if dict(os.environ) != env:
+        os.environ.clear()
+        os.environ.update(env)
+    tempfile.tempdir = tempdir
 
 
 @pytest.fixture(scope="session")

@@ -4,9 +4,12 @@ Every score and discrepancy leaves ``torch.get_num_threads()`` and every thread 
 found them, never calls a global thread setter, and its one-thread scope does not leak into other threads.
 """
 
+import os
 import pathlib
 import random
 import re
+import subprocess
+import sys
 import threading
 import time
 
@@ -93,8 +96,9 @@ def test_other_functions_leave_thread_settings_unchanged(no_global_setters):
     assert unchanged(before)
 
 
-def test_single_threaded_scope_limits_torch_and_only_the_calling_thread():
+def scope_limits_torch_and_only_the_calling_thread() -> None:
     threads = torch.get_num_threads()
+    assert threads >= 2, "with one thread there is nothing to limit"
     inside, other = [], []
     entered, release = threading.Event(), threading.Event()
 
@@ -117,6 +121,20 @@ def test_single_threaded_scope_limits_torch_and_only_the_calling_thread():
     assert inside == [1]  # the scope governs torch's intra-op (OpenMP/MKL) pool...
     assert other == [threads]  # ...for the calling thread only
     assert torch.get_num_threads() == threads
+
+
+def test_single_threaded_scope_limits_torch_and_only_the_calling_thread():
+    if torch.get_num_threads() >= 2:
+        scope_limits_torch_and_only_the_calling_thread()
+        return
+    # A test worker of one thread (pytest -n gives each its share of the cores): the same check in a process of two
+    # torch threads (set through the environment: an explicit torch.set_num_threads would stop torch from
+    # following the scope's per-thread OpenMP limit).
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    code = f"import sys; sys.path.insert(0, {str(pathlib.Path(__file__).parent)!r}); " \
+           "import test_transferability_threads as t; t.scope_limits_torch_and_only_the_calling_thread()"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
 
 
 def test_single_threaded_is_a_no_op_off_the_cpu():
