@@ -13,7 +13,7 @@ from benchmark_fixtures import all_fixtures
 
 from gate.cli import data as gate_data
 from gate.data import hub
-from gate.data.manifest import ManifestError, load_or_create, recipe_of, source_fingerprint
+from gate.data.manifest import ManifestError, first_shared, load_or_create, recipe_of, source_fingerprint
 from gate.data.splits import make_splits
 from gate.errors import DatasetUnavailable, GateError
 
@@ -70,6 +70,12 @@ def test_overlapping_manifest_is_refused(tmp_path):
     path.write_text(json.dumps(m))
     with pytest.raises(ManifestError, match=r"'toy'.*both 'train' and 'val'.*gate-data prepare dataset=toy force=true"):
         manifest_for(raw(), tmp_path)
+
+
+def test_first_shared_names_the_first_overlapping_pair_in_order():
+    assert first_shared({"train": {1, 2}, "val": {3}, "test": {4}}) is None
+    assert first_shared({"train": {1, 2}, "val": {3, 5}, "test": {2, 3}}) == ("train", "test", {2})
+    assert first_shared({"val": {3, 5}, "test": {3}}) == ("val", "test", {3})
 
 
 def test_stale_source_hash_is_refused(tmp_path):

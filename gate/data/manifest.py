@@ -71,6 +71,17 @@ def _hashable_columns(ds: datasets.Dataset, columns: list[str]) -> list[str]:
     return out
 
 
+def first_shared(groups: Mapping[str, set]) -> tuple[str, str, set] | None:
+    """The first pair of groups (in the mapping's order) that share members, with what they share; None if the
+    groups are disjoint."""
+    names = list(groups)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if shared := groups[a] & groups[b]:
+                return a, b, shared
+    return None
+
+
 def source_fingerprint(raw: Mapping[str, datasets.Dataset], revision: str | None = None,
                        columns: list[str] | None = None) -> dict[str, Any]:
     """What the manifest's source hash covers: revision, split sizes, column names and the content of
@@ -307,12 +318,10 @@ def _check_class_carve(manifest: Mapping[str, Any], raw: Mapping[str, datasets.D
     labels = {origin: _column(raw[origin], recipe.get("stratify"), dataset) for origin in set(manifest["from"].values())}
     held = {name: set(np.unique(labels[manifest["from"][name]][np.asarray(manifest[name], dtype=np.int64)]).tolist())
             for name in SPLITS}
-    for i, a in enumerate(SPLITS):
-        for b in SPLITS[i + 1:]:
-            shared = held[a] & held[b]
-            if shared:
-                raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts class {min(shared)!r} in both "
-                                    f"{a!r} and {b!r} ({len(shared)} shared); the class splits must be disjoint; {fix}")
+    if overlap := first_shared({name: held[name] for name in SPLITS}):
+        a, b, shared = overlap
+        raise ManifestError(f"dataset {dataset!r}: split manifest{where} puts class {min(shared)!r} in both "
+                            f"{a!r} and {b!r} ({len(shared)} shared); the class splits must be disjoint; {fix}")
     for name in SPLITS:
         named = set(recorded[name])
         if held[name] != named or len(named) != recipe["by_class"][name]:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from ...errors import GateError
 from ..hub import load_parquet
-from ..manifest import SPLIT_ALIASES, SPLITS
+from ..manifest import SPLIT_ALIASES, SPLITS, first_shared
 from . import arrow_column, encode_labels, rename, replace_column
 
 LABEL_SCOPES = ("split", "global")
@@ -68,13 +68,10 @@ def classes_by_split(raw: Mapping[str, datasets.Dataset], key: str, column: str 
 def check_disjoint_classes(raw: Mapping[str, datasets.Dataset], key: str, column: str = "label") -> None:
     """Refuse source splits that share a class (a class in two splits would leak into held-out episodes)."""
     classes = {split: set(pc.unique(arrow_column(ds, column)).to_pylist()) for split, ds in raw.items()}
-    names = list(classes)
-    for i, a in enumerate(names):
-        for b in names[i + 1:]:
-            shared = classes[a] & classes[b]
-            if shared:
-                raise GateError(f"dataset {key!r}: source splits {a!r} and {b!r} share {len(shared)} class(es) "
-                                f"(e.g. id {min(shared)}); few-shot splits must hold disjoint classes")
+    if overlap := first_shared(classes):
+        a, b, shared = overlap
+        raise GateError(f"dataset {key!r}: source splits {a!r} and {b!r} share {len(shared)} class(es) "
+                        f"(e.g. id {min(shared)}); few-shot splits must hold disjoint classes")
 
 
 def hf_few_shot(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str,
