@@ -118,6 +118,20 @@ def test_missing_split_names_the_folder(tmp_path):
         cityscapes(str(tmp_path), source_of("cityscapes"))
 
 
+@pytest.mark.parametrize("key", ["cityscapes", "coco_164k"])
+def test_an_image_without_its_mask_names_both(key, tmp_path):
+    from gate.data.loaders import segmentation as loaders
+
+    getattr(segmentation, key)(tmp_path)
+    masks = sorted(tmp_path.rglob("*_gtFine_labelIds.png" if key == "cityscapes" else "stuffthingmaps_trainval2017/*/*.png"))
+    masks[0].unlink()
+    with pytest.raises(GateError) as err:
+        getattr(loaders, key)(str(tmp_path), source_of(key))
+    message = str(err.value)
+    assert f"dataset {key!r}: {masks[0]}: missing (" in message and "\n" not in message
+    assert ("extract gtFine_trainvaltest.zip" if key == "cityscapes" else "re-download or re-extract it") in message
+
+
 def test_missing_column_names_the_file(tmp_path):
     import pyarrow.parquet as pq
 

@@ -19,7 +19,7 @@ says what to download when the copy is missing.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +109,19 @@ def ade20k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = Non
     return cached("ade20k", {"files": stamp, "mask_size": mask_size, "split_map": split_map}, cache_dir, build)
 
 
+def _image_mask_pairs(dataset: str, images: Iterable[Path], mask_of: Callable[[Path], Path], mask_name: str,
+                      fix: str | None = None) -> list[tuple[Path, Path]]:
+    """(image, its mask file) for each image; a missing mask is one line naming it and the image it labels."""
+    pairs = []
+    for image in images:
+        mask = mask_of(image)
+        if not mask.is_file():
+            problem = f"missing ({mask_name} of {image.name})"
+            raise bad_copy(dataset, mask, problem) if fix is None else bad_copy(dataset, mask, problem, fix)
+        pairs.append((image, mask))
+    return pairs
+
+
 # ----------------------------------------------------------------------------------------- Cityscapes
 def cityscapes(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, mask_size: int | None = 256,
                split_map: Mapping[str, str] | None = None):
@@ -121,16 +134,11 @@ def cityscapes(data_dir: str, source: Mapping[str, Any], cache_dir: str | None =
     root = require(data_dir, "cityscapes", [f"{d}/{s}" for d in ("leftImg8bit", "gtFine") for s in split_map],
                    source)
     lut = lookup_table(CITYSCAPES_IDS, IGNORE)
-    pairs = {}
-    for split in split_map:
-        pairs[split] = []
-        for image in sorted((root / "leftImg8bit" / split).glob("*/*_leftImg8bit.png")):
-            mask = root / "gtFine" / split / image.parent.name / image.name.replace("_leftImg8bit.png",
-                                                                                 "_gtFine_labelIds.png")
-            if not mask.is_file():
-                raise bad_copy("cityscapes", mask, f"missing (the label map of {image.name})",
-                               "extract gtFine_trainvaltest.zip next to leftImg8bit/")
-            pairs[split].append((image, mask))
+    pairs = {split: _image_mask_pairs(
+        "cityscapes", sorted((root / "leftImg8bit" / split).glob("*/*_leftImg8bit.png")),
+        lambda image, s=split: root / "gtFine" / s / image.parent.name / image.name.replace(
+            "_leftImg8bit.png", "_gtFine_labelIds.png"),
+        "the label map", "extract gtFine_trainvaltest.zip next to leftImg8bit/") for split in split_map}
 
     def build():
         rows = {ours: [(image, lambda m=mask: read_image(m), str(mask), image.parent.name)
@@ -151,14 +159,10 @@ def coco_164k(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = 
     root = require(data_dir, "coco_164k", [*split_map, *(f"stuffthingmaps_trainval2017/{s}" for s in split_map)],
                    source)
     lut = lookup_table(COCO_STUFF_IDS, IGNORE)
-    pairs = {}
-    for split in split_map:
-        pairs[split] = []
-        for image in sorted((root / split).glob("*.jpg")):
-            mask = root / "stuffthingmaps_trainval2017" / split / f"{image.stem}.png"
-            if not mask.is_file():
-                raise bad_copy("coco_164k", mask, f"missing (the stuffthingmap of {image.name})")
-            pairs[split].append((image, mask))
+    pairs = {split: _image_mask_pairs(
+        "coco_164k", sorted((root / split).glob("*.jpg")),
+        lambda image, s=split: root / "stuffthingmaps_trainval2017" / s / f"{image.stem}.png",
+        "the stuffthingmap") for split in split_map}
 
     def build():
         rows = {ours: [(image, lambda m=mask: read_image(m), str(mask)) for image, mask in pairs[source]]
