@@ -57,6 +57,10 @@ def rank_in_process(monkeypatch, capsys, args):
     (["scores=[knn_acc]", "baseline_scores=[sfda,no_such]"], "baseline_scores: unknown score 'no_such'"),
     # the proxy's rungs never test, but the full experiments it is validated against must
     (["overrides=[evaluate_test=false]"], "evaluate_test=false is invalid in a tier"),
+    (["proxy_benchmarks=[digits,nope]"], "proxy_benchmarks: 'nope' is not among the benchmarks the proxy can rank"),
+    (["proxy_benchmarks=0"], "proxy_benchmarks=0 is invalid"),
+    (["max_rungs=0"], "max_rungs=0 is invalid: expected null (halve down to two) or an integer >= 1"),
+    (["run_fraction=1.5"], "run_fraction=1.5 is invalid"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, message):
     tier = write_tier(tmp_path / "tiny.yaml", dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 6}))
@@ -82,12 +86,13 @@ def test_an_empty_encoder_name_is_refused_not_dropped(monkeypatch, capsys, tmp_p
 @pytest.mark.slow
 def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps
-    (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing."""
+    (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing.
+    Successive halving (max_rungs=null), so the survivors' continuation from their checkpoints is a real one."""
     tier = write_tier(tmp_path / "tiny.yaml")
     root = tmp_path / "root"
     env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
     cmd = [sys.executable, "-m", "gate.cli.rank", f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3",
-           "n_boot=20", "baseline_scores=[]"]
+           "n_boot=20", "baseline_scores=[]", "max_rungs=null"]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "predicted ranking on tier tiny" in out.stdout and "of 8 steps on val acc@1" in out.stdout
@@ -107,3 +112,25 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     again = call_cli(rank.main, cmd[3:], capsys, prog="gate-rank")
     assert again.returncode == 0 and again.stdout.count("already stored") == len(val), again.stdout[-2000:]
     assert len((root / "results" / "records.jsonl").read_text().splitlines()) == len(records)
+
+
+def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_picks_the_first_benchmarks(tmp_path):
+    """seed=3 on a tier of seeds [0, 1]: the proxy's experiments are seed 3's (sharing no step with the full runs),
+    the full runs stay the tier's; auto spends the tier's budget on its first benchmark(s)."""
+    from gate.cli.rank import prepare
+    from gate.ranking.pipeline import choose_benchmarks, entry_steps, proxy_entries
+
+    doc = {**TINY, "seeds": [0, 1], "benchmarks": ["digits", "fashion_mnist"]}
+    tier = write_tier(tmp_path / "two.yaml", doc)
+    plain = {"tier_file": str(tier), "tier": None, "encoders": POOL.split("=")[1].split(","),
+             "paths": {"root": str(tmp_path / "root")}, "overrides": [], "seed": 3, "proxy_benchmarks": "auto",
+             "budget": 0.2, "run_fraction": 0.67, "eta": 2, "overhead_steps": 0, "max_rungs": 1, "scores": [],
+             "baseline_scores": [], "n_boot": 10, "use_full_runs": True}
+    plan, request, seed = prepare(plain, [])
+    assert seed == 3 and tuple(plan.tier.seeds) == (0, 1)
+    assert sorted({e.seed for e in plan.experiments}) == [0, 1, 3]
+    entries, _ = proxy_entries(plan, 3)
+    assert list(entries) == ["digits", "fashion_mnist"] and all(e.seed == 3 for x in entries.values() for e in x)
+    # 0.2 × 2 seeds × 2 benchmarks = 0.8 of a benchmark's single-seed run: at 0.67 each, one benchmark
+    assert choose_benchmarks(list(entries), "auto", full_steps=entry_steps(entries), budget=0.2, seeds=2) == ["digits"]
+    assert request.proxy_benchmarks == "auto" and request.max_rungs == 1

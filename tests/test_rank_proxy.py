@@ -118,7 +118,8 @@ def test_validation_tables_proxy_static_ranker_and_scores_against_full():
     encs = ["a", "b", "c", "d"]
     full = pd.DataFrame({"x": [0.9, 0.8, 0.7, 0.1], "y": [0.5, 0.9, 0.4, 0.3]}, index=encs)
     fr = FullResults(full, {"x": {0: full["x"], 1: full["x"]}, "y": {0: full["y"], 1: full["y"][::-1]}},
-                     {"x": ("acc@1", True), "y": ("acc@1", True)}, {}, {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0})
+                     {"x": ("acc@1", True), "y": ("acc@1", True)}, {},
+                     {"x": {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, "y": {"a": 4.0, "b": 3.0, "c": 2.0, "d": 1.0}})
     rankings = {b: BenchmarkRanking(b, "acc@1", True, 10, (2,), [], sorted(encs, key=lambda e: -full.loc[e, b]))
                 for b in full.columns}
     result = RankResult(rankings, Ledger(), pd.DataFrame(), [], fr, scores={"knn_acc": {"x": {"a": 0.1, "b": 0.2,
@@ -127,14 +128,21 @@ def test_validation_tables_proxy_static_ranker_and_scores_against_full():
     class Plan:
         encoders = tuple(encs)
 
-    table = validate_against_full(result, Plan, Request(None, tuple(encs), 0.1, baseline_scores=("knn_acc",), n_boot=50))
+    table = validate_against_full(result, Plan, Request(None, tuple(encs), 0.1, baseline_scores=("knn_acc",), n_boot=50),
+                                  ["x", "y"])
     proxy = table[table["method"] == "proxy"].set_index("scope")
     assert proxy.loc["x", "tau"] == pytest.approx(1.0) and proxy.loc["tier", "tau"] == pytest.approx(1.0)
     assert proxy.loc["x", "regret"] == pytest.approx(0.0)
     knn = table[table["method"] == "score:knn_acc"].set_index("scope")
     assert knn.loc["x", "tau"] == pytest.approx(-1.0) and knn.loc["x", "regret"] == pytest.approx(0.8)
+    # knn covers x only, and is still graded on the whole tier's mean rank (x and y: a 1.5, b 1.5, c 3, d 4):
+    # its order d > c > b > a is discordant on all 5 untied pairs, τ-b = -5 / sqrt(6 · 5)
+    assert "y" not in knn.index and knn.loc["tier", "tau"] == pytest.approx(-5 / math.sqrt(30), abs=1e-9)
+    assert knn.loc["tier", "benchmarks"] == 1 and knn.loc["tier", "tier_benchmarks"] == 2
     static = table[table["method"] == "static:params"].set_index("scope")
     assert static.loc["x", "tau"] == pytest.approx(-1.0)  # more parameters ranked first, the reverse of x
+    # y's own runs count differently (a head, a text tower): a > b > c > d against y's b > a > c > d, 5 of 6 pairs
+    assert static.loc["y", "tau"] == pytest.approx(4 / 6)
     summary = summary_table(table, {"x": 1.0, "y": math.nan, "tier": 0.5})
     assert summary.attrs["ceiling_tier"] == pytest.approx(0.5) and summary.attrs["ceiling_mean_bench"] == pytest.approx(1.0)
     assert set(summary["method"]) == {"proxy", "score:knn_acc", "static:params"}
@@ -204,3 +212,57 @@ def test_baseline_scores_cost_nothing_where_no_validation_can_use_them(tmp_path)
     result = rank_tier(plan, request, seed=0, ctx=ctx, compose_score=composed.append, run_score=lambda cfg: None)
     assert composed == [] and result.validation is None and result.scores == {}
     assert result.rankings["digits"].order == ["efficientnet_lite0", "vit_tiny_scratch", "resnet18_scratch"]
+
+
+def test_the_proxy_on_a_subset_of_the_tier_spends_the_whole_budget_there_and_costs_the_rest_by_steps(tmp_path):
+    from gate.errors import ConfigError
+    from gate.ranking.budget import subset_budget
+    from gate.ranking.pipeline import choose_benchmarks, run_proxy
+
+    assert choose_benchmarks(["p", "q", "r"], None) == ["p", "q", "r"]
+    assert choose_benchmarks(["p", "q", "r"], 2) == ["p", "q"] and choose_benchmarks(["p", "q"], 5) == ["p", "q"]
+    assert choose_benchmarks(["p", "q", "r"], ("r", "p")) == ["p", "r"]  # tier order
+    with pytest.raises(ConfigError, match="'s' is not among"):
+        choose_benchmarks(["p", "q"], ("s",))
+    # three benchmarks of 40, 40 and 80 steps; the proxy runs the first: it gets the tier's 0.1 × 160 steps-worth
+    assert subset_budget(0.1, {"p": 40, "q": 40, "r": 80}, ["p"]) == pytest.approx(0.4)
+    assert subset_budget(0.1, {"p": 40, "q": 40, "r": 80}, ["p", "q", "r"]) == pytest.approx(0.1)
+
+    fake = FakeGateRun(tmp_path / "runs", overhead=0.0)
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    names = list("abcd")
+    entries = {"p": experiments(names, "p"), "q": experiments(names, "q"), "r": experiments(names, "r", steps=80)}
+
+    class Plan:
+        encoders = tuple(names)
+
+        class tier:
+            seeds = (0,)
+
+    rankings, ledger = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1), {}, {}, None, chosen=["p"])
+    assert list(rankings) == ["p"] and rankings["p"].order == names
+    # p alone at budget 0.4 of 4 × 40 steps = 64 steps; one rung (the default): 16 steps each
+    assert rankings["p"].steps == (16,) and sorted(fake.calls) == [(n, 16, 0) for n in names]
+    # every benchmark's full cost is in the ledger: p's from its rung-0 step times, q's and r's scaled by steps
+    assert ledger.estimated["a × p"] == pytest.approx(40.0)
+    assert ledger.estimated["a × q"] == pytest.approx(40.0) and ledger.estimated["a × r"] == pytest.approx(80.0)
+    assert ledger.full_seconds == pytest.approx(4 * 160.0)
+    assert ledger.spent_seconds == pytest.approx(4 * 16) and ledger.fraction == pytest.approx(0.1)
+    # successive halving instead (max_rungs=None): 4 r0 + 2 r0 <= 64 → r0 = 10, survivors continue to 20
+    rankings, _ = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1, max_rungs=None), {}, {}, None,
+                            chosen=["q"])
+    assert rankings["q"].steps == (10, 20) and rankings["q"].order == names
+
+
+def test_auto_picks_the_tiers_first_benchmarks_that_the_budget_runs_at_run_fraction_of_their_steps():
+    from gate.ranking.pipeline import choose_benchmarks
+
+    steps = {b: 96 for b in "pqrst"}
+    # 0.1 of 5 benchmarks × 3 seeds = 1.5 benchmark-runs of every encoder; at 0.67 each → 2 benchmarks (72 steps)
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3) == ["p", "q"]
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=1) == ["p"]  # at least one
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.5, seeds=3) == list("pqrst")
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3, run_fraction=0.3) == \
+        list("pqrst")[:5]
+    uneven = {"p": 200, "q": 40, "r": 40}  # the budget buys 0.1 · 3 · 280 / 0.67 = 125 steps: p alone
+    assert choose_benchmarks(list("pqr"), "auto", full_steps=uneven, budget=0.1, seeds=3) == ["p"]

@@ -50,7 +50,7 @@ def test_rank_page_has_the_ranking_cost_full_heatmap_and_predicted_vs_full(tmp_p
             name = "t"
 
     request = Request(None, tuple(encs), 0.1, n_boot=20)
-    result.validation = validate_against_full(result, Plan, request)
+    result.validation = validate_against_full(result, Plan, request, ["x", "y"])
     result.ceiling = {"x": 1.0, "y": 1.0, "tier": 1.0}
     page = write_report(result, Plan, request, tmp_path).read_text()
     assert "0.050</b> of it" in page and "Predicted vs full" in page and "Mean rank over the benchmarks" in page

@@ -63,6 +63,12 @@ def test_halving_schedule_fits_the_budget_and_refuses_one_too_small():
     assert plan_schedule(8, 48, 2, 0.1, eta=2, overhead_steps=1).r0 == 3  # 14 runs of overhead: 16 r0 + 14 <= 76.8
     with pytest.raises(ConfigError, match="budget=0.001 buys"):
         plan_schedule(8, 48, 1, 0.001)
+    # one rung (max_rungs=1): every encoder the largest run that fits, 76.8 / 8 → 9 steps; two rungs: 8 r0 + 4 r0
+    assert keep_counts(8, 2, max_rungs=1) == [8] and keep_counts(8, 2, max_rungs=2) == [8, 4]
+    one = plan_schedule(8, 48, 2, 0.1, max_rungs=1)
+    assert (one.r0, one.steps, one.keeps) == (9, (9,), (8,))
+    assert plan_schedule(8, 48, 2, 0.1, max_rungs=2).steps == (6, 12)
+    assert plan_schedule(3, 48, 3, 0.9, max_rungs=1).steps == (48,)  # never past the full run
 
 
 def test_run_cost_and_ledger():

@@ -46,28 +46,34 @@ def check(plain: dict[str, Any]) -> None:
     if problems:
         raise ConfigError("; ".join(problems))
     check_request(plain["budget"], enc, plain["eta"], plain["scores"], plain["baseline_scores"],
-                  plain["overhead_steps"], plain["n_boot"])
+                  plain["overhead_steps"], plain["n_boot"], plain["proxy_benchmarks"], plain["max_rungs"], plain["run_fraction"])
 
 
 def prepare(plain: dict[str, Any], searchpath: list[str]):
     """Everything that can fail without training: the tier, its expansion, the proxy's entries and schedules."""
-    from gate.ranking.budget import plan_schedule
-    from gate.ranking.pipeline import Request, proxy_entries
+    from gate.ranking.budget import plan_schedule, subset_budget
+    from gate.ranking.pipeline import Request, choose_benchmarks, entry_steps, proxy_entries
     from gate.tiers.expand import expand_tier, load_tier
 
     tier = load_tier(plain["tier_file"] or plain["tier"])
-    plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], overrides=plain["overrides"],
-                       searchpath=searchpath)
     seed = plain["seed"] if plain["seed"] is not None else tier.seeds[0]
-    if seed not in tier.seeds:
-        raise ConfigError(f"seed={seed} is invalid: the tier's seeds are {list(tier.seeds)}")
+    # a seed outside the tier's: the proxy's runs share no step with the full runs it is validated against
+    seeds = tier.seeds if seed in tier.seeds else (*tier.seeds, seed)
+    plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], overrides=plain["overrides"],
+                       searchpath=searchpath, seeds=seeds)
     entries, _ = proxy_entries(plan, seed)
-    for exps in entries.values():
-        plan_schedule(len(exps), int(exps[0].config["trainer"]["max_steps"]), len(tier.seeds), float(plain["budget"]),
-                      int(plain["eta"]), float(plain["overhead_steps"]))
+    pb = plain["proxy_benchmarks"]
+    chosen = choose_benchmarks(list(entries), pb, full_steps=entry_steps(entries), budget=float(plain["budget"]),
+                               seeds=len(tier.seeds), run_fraction=float(plain["run_fraction"]))
+    budget = subset_budget(float(plain["budget"]), entry_steps(entries), chosen)
+    for bench in chosen:
+        exps = entries[bench]
+        plan_schedule(len(exps), int(exps[0].config["trainer"]["max_steps"]), len(tier.seeds), budget,
+                      int(plain["eta"]), float(plain["overhead_steps"]), plain["max_rungs"])
     request = Request(tier, tuple(plain["encoders"]), float(plain["budget"]), int(plain["eta"]),
                       float(plain["overhead_steps"]), tuple(plain["scores"]), tuple(plain["baseline_scores"]),
-                      int(plain["n_boot"]), bool(plain["use_full_runs"]))
+                      int(plain["n_boot"]), bool(plain["use_full_runs"]),
+                      tuple(pb) if isinstance(pb, list) else pb, plain["max_rungs"], float(plain["run_fraction"]))
     return plan, request, seed
 
 
@@ -100,8 +106,9 @@ def contexts(plan, searchpath: list[str]):
 def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:
     from gate.ranking.pipeline import summary_table
 
-    print(f"[gate] predicted ranking on tier {plan.tier.name} (mean rank over {len(result.rankings)} benchmark(s); "
-          f"95% bootstrap interval over benchmarks):")
+    skipped = f", not run on {', '.join(result.not_run)} (proxy_benchmarks)" if result.not_run else ""
+    print(f"[gate] predicted ranking on tier {plan.tier.name} (mean rank over {len(result.rankings)} benchmark(s)"
+          f"{skipped}; 95% bootstrap interval over benchmarks):")
     for enc, row in result.tier_ranking.iterrows():
         print(f"  {int(row['rank']):>2}. {enc:<24} mean rank {row['mean_rank']:.2f}  [{row['rank_lo']:.0f}, {row['rank_hi']:.0f}]")
     for bench, r in result.rankings.items():
@@ -111,7 +118,9 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
     measured = sum(led.full.values()) != sum(led.estimated.values())
     print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
           f"{'took ' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
-          f"({'its stored runs' if measured else 'estimated from the proxy step times'}) → {led.fraction:.3f} of it "
+          f"({'its stored runs' if measured else 'estimated from the proxy step times'}"
+          f"{'; benchmarks not run: by their full steps' if result.not_run and not measured else ''}) → "
+          f"{led.fraction:.3f} of it "
           f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
     if result.validation is not None:
         table = summary_table(result.validation, result.ceiling)
@@ -147,7 +156,8 @@ def _main(cfg: DictConfig) -> None:
     ctx, compose_score, run_score = contexts(plan, searchpath)
     result = run_cli(CMD, rank_tier, plan, request, seed=seed, ctx=ctx, compose_score=compose_score,
                      run_score=run_score, validate=plain["validate"], proxy_without_scores=plain["proxy_without_scores"])
-    key = stable_hash([plan.key, request.budget, request.eta, list(request.seed_scores), seed])[:8]
+    key = stable_hash([plan.key, request.budget, request.eta, list(request.seed_scores), seed,
+                       request.proxy_benchmarks, request.max_rungs, request.run_fraction])[:8]
     out = Path(plain["paths"]["reports"]) / f"rank-{plan.tier.name}-{key}"
     files = run_cli(CMD, write_outputs, result, out)
     report = None

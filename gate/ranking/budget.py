@@ -24,10 +24,11 @@ from typing import Any
 from gate.errors import ConfigError
 
 
-def keep_counts(n: int, eta: int) -> list[int]:
-    """Encoders reaching each rung: ``n, ceil(n/eta), ...`` while at least two are left to order."""
+def keep_counts(n: int, eta: int, max_rungs: int | None = None) -> list[int]:
+    """Encoders reaching each rung: ``n, ceil(n/eta), ...`` while at least two are left to order, at most
+    ``max_rungs`` rungs (1: every encoder one run, no halving)."""
     counts = [n]
-    while counts[-1] > 2:
+    while counts[-1] > 2 and (max_rungs is None or len(counts) < max_rungs):
         counts.append(max(2, math.ceil(counts[-1] / eta)))
     return counts
 
@@ -63,11 +64,11 @@ class Schedule:
 
 
 def plan_schedule(n: int, full_steps: int, seeds: int, budget: float, eta: int = 2,
-                  overhead_steps: float = 0.0) -> Schedule:
+                  overhead_steps: float = 0.0, max_rungs: int | None = None) -> Schedule:
     """The largest first rung ``r0`` whose schedule fits ``budget × n × seeds × full_steps`` steps.
 
     Raises :class:`ConfigError` when not even one step per encoder fits (the budget is too small)."""
-    keeps = keep_counts(n, eta)
+    keeps = keep_counts(n, eta, max_rungs)
     budget_steps = budget * n * seeds * full_steps
     best = None
     for r0 in range(1, full_steps + 1):
@@ -81,6 +82,16 @@ def plan_schedule(n: int, full_steps: int, seeds: int, budget: float, eta: int =
                           f"of {full_steps} steps × {seeds} seed(s) (with {overhead_steps:g} steps of overhead per "
                           f"run): not one step each; raise the budget (0 < budget < 1)")
     return best
+
+
+def subset_budget(budget: float, full_steps: Mapping[str, int], chosen: Sequence[str]) -> float:
+    """The budget of each benchmark the proxy runs when it runs only ``chosen`` of the tier's benchmarks
+    (``full_steps``: every benchmark the proxy must cover → its full run's steps): the whole tier's budget
+    ``budget × Σ_all`` is spent on the chosen ones, so each gets ``budget × Σ_all / Σ_chosen`` of its own full
+    cost (same pool and seeds on every benchmark of a tier, so steps are the common unit)."""
+    total = sum(full_steps.values())
+    mine = sum(full_steps[b] for b in chosen)
+    return budget * total / mine if mine > 0 else budget
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ import pandas as pd
 from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import stats
-from gate.ranking.budget import Ledger
+from gate.ranking.budget import Ledger, subset_budget
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark
 
 MIN_ENCODERS = 3
@@ -46,12 +46,27 @@ class Request:
     baseline_scores: tuple[str, ...] = ()
     n_boot: int = 1000
     use_full_runs: bool = True      # a benchmark whose full runs are all stored is ranked by them (no proxy)
+    proxy_benchmarks: str | int | tuple[str, ...] | None = "auto"  # auto | None (every one) | m (the first m) | names
+    max_rungs: int | None = 1       # 1: every encoder one run (no halving); None: halve down to two
+    run_fraction: float = 0.67      # proxy_benchmarks=auto: each run at least this fraction of its full steps
 
 
 def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
-                  baseline_scores: Sequence[str], overhead_steps: Any = 0, n_boot: Any = 1000) -> None:
+                  baseline_scores: Sequence[str], overhead_steps: Any = 0, n_boot: Any = 1000,
+                  proxy_benchmarks: Any = None, max_rungs: Any = None, run_fraction: Any = 0.67) -> None:
     """Every problem with the request itself, as one :class:`ConfigError` line."""
     problems = []
+    if isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float)) or not 0 < run_fraction <= 1:
+        problems.append(f"run_fraction={run_fraction!r} is invalid: expected a fraction of a full run's steps, "
+                        f"0 < run_fraction <= 1")
+    if max_rungs is not None and (isinstance(max_rungs, bool) or not isinstance(max_rungs, int) or max_rungs < 1):
+        problems.append(f"max_rungs={max_rungs!r} is invalid: expected null (halve down to two) or an integer >= 1 "
+                        f"(1: every encoder one run, no halving)")
+    pb = proxy_benchmarks
+    if not (pb is None or pb == "auto" or (isinstance(pb, int) and not isinstance(pb, bool) and pb >= 1)
+            or (isinstance(pb, (list, tuple)) and pb and all(isinstance(b, str) and b for b in pb))):
+        problems.append(f"proxy_benchmarks={pb!r} is invalid: expected auto, null (every benchmark), a count >= 1 "
+                        f"(the tier's first ones) or a list of the tier's benchmarks")
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < float(budget) < 1:
         problems.append(f"budget={budget!r} is invalid: expected a fraction of the full tier's compute, 0 < budget < 1 "
                         f"(budget=0.1)")
@@ -99,6 +114,45 @@ def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]
     return out, dropped
 
 
+def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str] | None, *,
+                      full_steps: Mapping[str, int] | None = None, budget: float = 0.1, seeds: int = 1,
+                      run_fraction: float = 0.67) -> list[str]:
+    """The benchmarks the proxy runs among ``candidates`` (the tier's entries it must rank, in tier order):
+    all (``None``), the first ``m`` (an int; more than there are: all), the named ones (each must be a
+    candidate: :class:`ConfigError` naming it otherwise), or ``"auto"``: the tier's first benchmarks, as many as
+    the whole budget lets every encoder train ``run_fraction`` of each one's full steps (one run per encoder and
+    benchmark; at least one benchmark). ``full_steps``: each candidate's full run steps (auto only)."""
+    if spec is None:
+        return list(candidates)
+    if spec == "auto":
+        steps = full_steps or {}
+        affordable = budget * seeds * sum(steps[b] for b in candidates) / run_fraction
+        chosen, used = [], 0.0
+        for b in candidates:
+            if chosen and used + steps[b] > affordable + 1e-9:
+                break
+            chosen.append(b)
+            used += steps[b]
+        return chosen
+    if isinstance(spec, int):
+        return list(candidates)[:spec]
+    unknown = [b for b in spec if b not in candidates]
+    if unknown:
+        raise ConfigError(f"proxy_benchmarks: {', '.join(map(repr, unknown))} is not among the benchmarks the proxy "
+                          f"can rank on this tier ({list(candidates)})")
+    return [b for b in candidates if b in spec]
+
+
+def proxy_candidates(entries: Mapping[str, Sequence[Any]], full: FullResults | None, encoders: Sequence[str],
+                     use_full_runs: bool) -> list[str]:
+    """The entries the proxy has to rank: all, less those ranked by their stored full runs (``use_full_runs``)."""
+    return [b for b in entries if not (use_full_runs and full is not None and full.complete(b, encoders))]
+
+
+def entry_steps(entries: Mapping[str, Sequence[Any]]) -> dict[str, int]:
+    return {b: int(exps[0].config["trainer"]["max_steps"]) for b, exps in entries.items()}
+
+
 # --------------------------------------------------------------------------------------- full results
 
 
@@ -110,7 +164,7 @@ class FullResults:
     per_seed: dict[str, dict[int, pd.Series]]         # benchmark -> seed -> encoder values
     metric: dict[str, tuple[str, bool]]               # benchmark -> (tier_metric, higher_is_better)
     wall: dict[str, float]                            # "enc × bench" -> summed wall seconds over seeds
-    params: dict[str, float]
+    params: dict[str, dict[str, float]]               # benchmark -> encoder -> parameter count of its runs
 
     def complete(self, benchmark: str, encoders: Sequence[str]) -> bool:
         return benchmark in self.values.columns and self.values.loc[list(encoders), benchmark].notna().all()
@@ -126,7 +180,7 @@ def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Seque
     per_seed: dict[str, dict[int, dict[str, float]]] = {}
     metric: dict[str, tuple[str, bool]] = {}
     wall: dict[str, float] = {}
-    params: dict[str, float] = {}
+    params: dict[str, dict[str, float]] = {}
     for exp in plan.experiments:
         if exp.dataset not in benchmarks:
             continue
@@ -144,7 +198,7 @@ def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Seque
             key = f"{exp.encoder} × {exp.dataset}"
             wall[key] = wall.get(key, 0.0) + float(facts["wall_seconds"])
         if facts.get("params"):
-            params[exp.encoder] = float(facts["params"])
+            params.setdefault(exp.dataset, {})[exp.encoder] = float(facts["params"])
     series = {b: {s: pd.Series(v, dtype=float) for s, v in seeds.items()} for b, seeds in per_seed.items()}
     values = pd.DataFrame({b: pd.concat(list(seeds.values()), axis=1).mean(axis=1) for b, seeds in series.items()},
                           index=list(plan.encoders))
@@ -214,6 +268,7 @@ class RankResult:
     ceiling: dict[str, float] = dataclasses.field(default_factory=dict)
     variants: dict[str, tuple[dict[str, BenchmarkRanking], Ledger]] = dataclasses.field(default_factory=dict)
     scores: dict[str, dict[str, dict[str, float]]] = dataclasses.field(default_factory=dict)
+    not_run: list[str] = dataclasses.field(default_factory=list)   # benchmarks left to the others (proxy_benchmarks)
 
     def predicted(self, rankings: Mapping[str, BenchmarkRanking] | None = None) -> pd.DataFrame:
         """Encoders × benchmarks of the predicted rankings, higher is better (minus the position)."""
@@ -223,56 +278,92 @@ class RankResult:
 
 def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
               seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
-              full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True
-              ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
-    """The proxy on every entry. With ``rank_by_full``, a benchmark whose full runs are all stored is ranked by them
-    at no cost; stored full runs' wall seconds (every seed) are the full cost the budget is taken of."""
+              full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True,
+              chosen: Sequence[str] | None = None) -> tuple[dict[str, BenchmarkRanking], Ledger]:
+    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget spread over them
+    (:func:`gate.ranking.budget.subset_budget`). With ``rank_by_full``, a benchmark whose full runs are all
+    stored is ranked by them at no cost; stored full runs' wall seconds (every seed) are the full cost the budget
+    is taken of. A benchmark not chosen is not ranked; its full cost is the stored runs' seconds or, per encoder,
+    the estimate on the chosen benchmarks scaled by full steps."""
     ledger = Ledger()
     rankings: dict[str, BenchmarkRanking] = {}
+    candidates = proxy_candidates(entries, full, plan.encoders, rank_by_full)
+    chosen = list(candidates) if chosen is None else [b for b in candidates if b in chosen]
+    steps = entry_steps({b: entries[b] for b in candidates})
+    budget = subset_budget(request.budget, steps, chosen)
+
+    def stored_wall(bench: str) -> dict[str, float]:
+        if full is None or not full.complete(bench, plan.encoders) or \
+                len(full.per_seed.get(bench, {})) != len(plan.tier.seeds):
+            return {}
+        return {k: v for k, v in full.wall.items() if k.endswith(f" × {bench}") and v > 0}
+
     for bench, exps in entries.items():
-        if rank_by_full and full is not None and full.complete(bench, plan.encoders):
-            col = full.values[bench]
+        if bench not in candidates:
+            col = full.values[bench]  # type: ignore[union-attr]
             order = sorted(plan.encoders, key=lambda e: -col[e])
-            rankings[bench] = BenchmarkRanking(bench, full.metric[bench][0], True, 0, (), [], order, (), "full")
+            rankings[bench] = BenchmarkRanking(bench, full.metric[bench][0], True, 0, (), [], order, (), "full")  # type: ignore[union-attr]
             ctx.echo(f"[gate] rank  {bench}: every full run is stored; its ranking is the full one", flush=True)
+            continue
+        if bench not in chosen:
             continue
         seeds = {s: seed_values[s][bench] for s in (request.seed_scores if use_scores else ())
                  if bench in seed_values.get(s, {})}
-        known = {} if full is None or not full.complete(bench, plan.encoders) or \
-            len(full.per_seed.get(bench, {})) != len(plan.tier.seeds) else \
-            {k: v for k, v in full.wall.items() if k.endswith(f" × {bench}") and v > 0}
-        rankings[bench] = run_benchmark(bench, exps, ctx, budget=request.budget, eta=request.eta,
+        rankings[bench] = run_benchmark(bench, exps, ctx, budget=budget, eta=request.eta, max_rungs=request.max_rungs,
                                         overhead_steps=request.overhead_steps, full_seeds=len(plan.tier.seeds),
                                         ledger=ledger, seed_scores=seeds,
-                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0, known_full=known)
+                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0,
+                                        known_full=stored_wall(bench))
+    ran = sum(steps[b] for b in chosen)
+    for bench in (b for b in candidates if b not in chosen):
+        known = stored_wall(bench)
+        for enc in plan.encoders:
+            key = f"{enc} × {bench}"
+            mine = sum(ledger.estimated.get(f"{enc} × {b}", 0.0) for b in chosen)
+            ledger.estimated[key] = mine * steps[bench] / ran if ran else 0.0
+            ledger.full[key] = known.get(key) or ledger.estimated[key]
     return rankings, ledger
 
 
-def validate_against_full(result: RankResult, plan: Any, request: Request) -> pd.DataFrame:
+def validate_against_full(result: RankResult, plan: Any, request: Request, benches: Sequence[str]) -> pd.DataFrame:
     """Predicted vs full (τ, τ_w, top-1 regret, bootstrap intervals) per benchmark and on the tier's mean rank,
-    for the proxy and each baseline, on the benchmarks where every encoder has a full result."""
+    for the proxy and each baseline. ``benches``: the tier's benchmarks where every encoder has a full result and
+    that the proxy had to rank (not ranked by their own full runs). Every method is graded on the tier's mean
+    rank over all of ``benches``, whichever of them it predicts (the proxy on a subset, a score on the
+    classification ones): one truth for all."""
     full = result.full
     assert full is not None
-    benches = [b for b, r in result.rankings.items() if r.source == "proxy" and full.complete(b, plan.encoders)]
+    benches = list(benches)
     truth = full.values.loc[list(plan.encoders), benches]
-    methods: dict[str, pd.DataFrame] = {"proxy": result.predicted().loc[list(plan.encoders), benches]}
+
+    def predicted(rankings: Mapping[str, BenchmarkRanking]) -> pd.DataFrame:
+        return result.predicted({b: r for b, r in rankings.items() if b in benches}).reindex(list(plan.encoders))
+
+    methods: dict[str, pd.DataFrame] = {"proxy": predicted(result.rankings)}
     for name, (rankings, _) in result.variants.items():
-        methods[name] = result.predicted(rankings).loc[list(plan.encoders), benches]
+        methods[name] = predicted(rankings)
     for score in request.baseline_scores:
         cols = {b: pd.Series(v) for b, v in result.scores.get(score, {}).items() if b in benches}
         if cols:
             methods[f"score:{score}"] = pd.DataFrame(cols).reindex(list(plan.encoders))
-    params = {r.encoder: r.params for rk in result.rankings.values() for r in rk.results if math.isfinite(r.params)}
-    params = {**full.params, **params}
-    if all(e in params for e in plan.encoders):
-        methods["static:params"] = pd.DataFrame({b: pd.Series(params) for b in benches}).reindex(list(plan.encoders))
+    # the static ranker: each benchmark's own runs' parameter counts (a task head or a text tower is part of the
+    # model gate-run trains; one benchmark's counts are never mixed with another's)
+    static = {}
+    for b in benches:
+        counts = dict(full.params.get(b, {}))
+        counts.update({r.encoder: r.params for r in (result.rankings[b].results if b in result.rankings else [])
+                       if math.isfinite(r.params)})
+        if all(e in counts for e in plan.encoders):
+            static[b] = pd.Series(counts)
+    if static:
+        methods["static:params"] = pd.DataFrame(static).reindex(list(plan.encoders))
     rows = []
     for method, pred in methods.items():
         for bench in pred.columns:
             row = stats.compare(pred[bench], truth[bench], n_boot=request.n_boot)
             rows.append({"method": method, "scope": bench, **row})
         if pred.shape[1] >= 1:
-            row = stats.compare_tier(pred, truth[pred.columns], n_boot=request.n_boot)
+            row = stats.compare_tier(pred, truth, n_boot=request.n_boot)
             rows.append({"method": method, "scope": "tier", **row})
     return pd.DataFrame(rows)
 
@@ -360,6 +451,14 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
         ctx.echo(f"[gate] rank  left out: {line}", flush=True)
     records = ctx.records()
     full = read_full(plan, records, list(entries))
+    candidates = proxy_candidates(entries, full, plan.encoders, request.use_full_runs)
+    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_steps=entry_steps(entries),
+                               budget=request.budget, seeds=len(plan.tier.seeds), run_fraction=request.run_fraction)
+    if len(chosen) < len(candidates):
+        ctx.echo(f"[gate] rank  the proxy runs on {len(chosen)} of the {len(candidates)} benchmarks it ranks "
+                 f"({', '.join(chosen)}), with the tier's whole budget; the tier ranking is their mean rank",
+                 flush=True)
+
     def scored(names: Sequence[str], benchmarks: Sequence[str]
                ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
         if not names or not benchmarks or compose_score is None or run_score is None:
@@ -367,25 +466,23 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
         return score_values(plan, benchmarks, names, compose_score=compose_score, run_score=run_score,
                             records=ctx.records, echo=ctx.echo)
 
-    # the seeding scores' seconds are the proxy's; the baselines' are not part of its cost. Baselines only where a
-    # validation will compare them: a benchmark whose full runs are all stored and that the proxy ranks (with
-    # use_full_runs, a complete benchmark is ranked by its full runs and not validated): no feature passes otherwise
-    seed_values, seed_seconds = scored(request.seed_scores, list(entries))
-    validated = [] if not validate or request.use_full_runs else \
-        [b for b in entries if full.complete(b, plan.encoders)]
+    # the seeding scores' seconds are the proxy's (on the benchmarks it runs); the baselines' are not part of its
+    # cost. Baselines only where a validation will compare them: a benchmark whose full runs are all stored and
+    # that the proxy must rank (with use_full_runs, a complete benchmark is ranked by its full runs and not
+    # validated): no feature passes otherwise
+    seed_values, seed_seconds = scored(request.seed_scores, chosen)
+    validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
     scores, _ = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
     scores = {**scores, **seed_values}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
-                                 rank_by_full=request.use_full_runs)
+                                 rank_by_full=request.use_full_runs, chosen=chosen)
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
-                        scores=scores)
-    # a benchmark ranked by its stored full runs says nothing about the proxy: it is not validated
-    complete = [b for b, r in rankings.items() if r.source == "proxy" and full.complete(b, plan.encoders)]
-    if validate and complete:
+                        scores=scores, not_run=[b for b in candidates if b not in chosen])
+    if validate and validated:
         if request.seed_scores and proxy_without_scores:
-            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full,
-                                                             use_scores=False, rank_by_full=request.use_full_runs)
-        result.validation = validate_against_full(result, plan, request)
-        result.ceiling = ceilings(full, complete)
+            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full, use_scores=False,
+                                                             rank_by_full=request.use_full_runs, chosen=chosen)
+        result.validation = validate_against_full(result, plan, request, validated)
+        result.ceiling = ceilings(full, validated)
     return result

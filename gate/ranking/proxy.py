@@ -3,8 +3,10 @@ the benchmark's real protocol.
 
 Per benchmark: every encoder trains ``r0`` steps (rung 0); the better ``1/eta`` by the validation value of the
 benchmark's checkpoint monitor (the adapter's own, e.g. ``acc@1``, ``miou``, ``mae``) continue **from their
-checkpoint** to ``eta · r0`` steps, and so on down to two. The predicted order: encoders that reached a later
-rung first; within a rung, by their value there. Optionally rung 0 is *seeded* by zero-training scores: its
+checkpoint** to ``eta · r0`` steps, and so on down to two (or at most ``max_rungs`` rungs: gate-rank's default
+is one, every encoder one longer run, which ranked the whole pool better than halving on the validation in
+docs/ranking.md). The predicted order: encoders that reached a later rung first; within a rung, by their value
+there. Optionally rung 0 is *seeded* by zero-training scores: its
 promotion and its order use the mean of the rung-0 rank and each score's rank (the scores need the benchmark's
 features: classification benchmarks only; elsewhere the rung alone decides).
 
@@ -155,7 +157,7 @@ def rung_overrides(steps: int, val_every: int) -> list[str]:
 
 
 def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext, *, budget: float, eta: int,
-                  overhead_steps: float, full_seeds: int, ledger: Ledger,
+                  overhead_steps: float, full_seeds: int, ledger: Ledger, max_rungs: int | None = None,
                   seed_scores: Mapping[str, Mapping[str, float]] | None = None,
                   score_seconds: float = 0.0, known_full: Mapping[str, float] | None = None) -> BenchmarkRanking:
     """Successive halving on one benchmark. ``experiments``: the tier's full experiments of this benchmark for
@@ -170,7 +172,7 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
     by_enc = {e.encoder: e for e in experiments}
     first = experiments[0].config
     full_steps = int(first["trainer"]["max_steps"])
-    schedule = plan_schedule(len(encoders), full_steps, full_seeds, budget, eta, overhead_steps)
+    schedule = plan_schedule(len(encoders), full_steps, full_seeds, budget, eta, overhead_steps, max_rungs)
     r0 = schedule.r0
     planned = list(schedule.steps)
     ledger.spend(f"scores {benchmark}", score_seconds)

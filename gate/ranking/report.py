@@ -60,8 +60,11 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
     parts.append(f"<p>Compute spent: <b>{led.spent_seconds / 60:.1f} min</b>; the full tier would take "
                  f"~{led.full_seconds / 60:.1f} min (its stored runs where they exist, else estimated from the proxy's own "
                  f"step times, a lower bound) → <b>{led.fraction:.3f}</b> of it ({led.estimated_fraction:.3f} of the "
-                 f"estimate alone). Successive halving (eta={request.eta}) on each benchmark's "
-                 f"validation monitor{'; rung 0 seeded by ' + ', '.join(request.seed_scores) if request.seed_scores else ''}."
+                 f"estimate alone). "
+                 f"{'One run per encoder' if request.max_rungs == 1 else f'Successive halving (eta={request.eta})'} on "
+                 f"each benchmark's validation monitor"
+                 f"{'; rung 0 seeded by ' + ', '.join(request.seed_scores) if request.seed_scores else ''}"
+                 f"{'; not run on ' + html.escape(', '.join(result.not_run)) + ' (proxy_benchmarks)' if result.not_run else ''}."
                  "</p>")
     tr = result.tier_ranking.reset_index().rename(columns={"index": "encoder"})
     parts.append("<h2>Predicted ranking on the tier</h2><p class=note>Mean rank over the benchmarks (1 = best); the "

@@ -110,24 +110,31 @@ def mean_rank(values: pd.DataFrame) -> pd.Series:
 
 def compare_tier(pred: pd.DataFrame, full: pd.DataFrame, *, n_boot: int = 1000, seed: int = 0) -> dict[str, float]:
     """The tier's aggregate ranking (mean rank over benchmarks, :func:`mean_rank`) predicted vs full, with
-    bootstrap intervals over benchmarks. ``pred`` and ``full``: encoders × benchmarks, higher is better.
-    Regret is in mean-rank units of the full ranking."""
-    benches = [b for b in full.columns if b in pred.columns]
+    bootstrap intervals over the tier's benchmarks. ``pred`` and ``full``: encoders × benchmarks, higher is
+    better. ``pred`` may cover only some of ``full``'s benchmarks (a prediction made on a subset of the tier, or a
+    score defined on some families only): it is still graded against the *whole* tier's ranking, so every method
+    faces the same truth. A bootstrap resample draws the tier's benchmarks; the prediction takes those of them it
+    has (a draw with none is skipped). Regret is in mean-rank units of the full ranking."""
+    tier = list(full.columns)
     encs = [e for e in full.index if e in pred.index]
-    pred, full = pred.loc[encs, benches], full.loc[encs, benches]
+    pred = pred.loc[encs, [b for b in tier if b in pred.columns]]
+    full = full.loc[encs, tier]
 
-    def stat(cols: Sequence[str]) -> dict[str, float]:
-        p, f = -mean_rank(pred[list(cols)]), -mean_rank(full[list(cols)])
+    def stat(cols: Sequence[str]) -> dict[str, float] | None:
+        mine = [b for b in cols if b in pred.columns]
+        if not mine:
+            return None
+        p, f = -mean_rank(pred[mine]), -mean_rank(full[list(cols)])
         pv, fv = _aligned(p, f)
         return {name: fn(pv, fv) for name, fn in STATISTICS.items()}
 
-    out: dict[str, float] = {"n": float(len(encs)), "benchmarks": float(len(benches))}
-    out.update(stat(benches))
+    out: dict[str, float] = {"n": float(len(encs)), "benchmarks": float(pred.shape[1]), "tier_benchmarks": float(len(tier))}
+    out.update(stat(tier) or dict.fromkeys(STATISTICS, math.nan))
     rng = np.random.default_rng(seed)
     draws: dict[str, list[float]] = {k: [] for k in STATISTICS}
-    for _ in range(n_boot if len(benches) >= 2 else 0):
-        cols = [benches[i] for i in rng.integers(0, len(benches), len(benches))]
-        for name, value in stat(cols).items():
+    for _ in range(n_boot if len(tier) >= 2 else 0):
+        got = stat([tier[i] for i in rng.integers(0, len(tier), len(tier))])
+        for name, value in (got or {}).items():
             draws[name].append(value)
     for name in STATISTICS:
         out[f"{name}_lo"], out[f"{name}_hi"] = _interval(draws[name])
