@@ -91,6 +91,9 @@ def main() -> None:
     ap.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads (1: no spinning on a shared CPU)")
     ap.add_argument("--scores", nargs="*", default=[], help="scores seeding the proxy's first rung (a second run)")
+    ap.add_argument("--variant", action="append", default=None,
+                    help="gate-rank overrides of one proxy variant, e.g. 'seed=3 max_rungs=1' (repeatable; "
+                         "default: one variant with none)")
     args = ap.parse_args()
     import os
 
@@ -123,13 +126,15 @@ def main() -> None:
     # 2. gate-rank at each budget, never looking at the full runs (use_full_runs=false), then validated
     results = {}
     for budget in args.budgets:
-        for seeds in ([[]] + ([args.scores] if args.scores else [])):
-            cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
-                   f"budget={budget}", "use_full_runs=false", f"baseline_scores=[{','.join(BASELINES)}]",
-                   f"scores=[{','.join(seeds)}]"]
-            run(cmd)
-            results[(budget, ",".join(seeds))] = sorted((root / "reports").glob("rank-rankval-*"),
-                                                        key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
+        for variant in (args.variant or [""]):
+            for seeds in ([[]] + ([args.scores] if args.scores else [])):
+                cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}",
+                       f"paths.root={root}", f"budget={budget}", "use_full_runs=false",
+                       f"baseline_scores=[{','.join(BASELINES)}]", f"scores=[{','.join(seeds)}]", *variant.split()]
+                run(cmd)
+                label = ", ".join(x for x in (variant, "seeded by " + ",".join(seeds) if seeds else "") if x)
+                results[(budget, label)] = sorted((root / "reports").glob("rank-rankval-*"),
+                                                  key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
     print(f"\nground truth: {len(args.encoders)} encoders × {len(args.benchmarks)} benchmarks × {args.seeds} seeds, "
           f"{args.steps} steps of batch {args.batch} ({truth_minutes:.1f} min wall incl. anything already stored)")
     from gate.ranking.pipeline import summary_table
@@ -140,7 +145,7 @@ def main() -> None:
         ceiling = json.loads((out / "ceiling.json").read_text()) if (out / "ceiling.json").exists() else {}
         table = summary_table(validation, ceiling)
         meta = json.loads((out / "ledger.json").read_text()) if (out / "ledger.json").exists() else {}
-        print(f"\n## budget {budget}{' seeded by ' + seeds if seeds else ''}: proxy spent "
+        print(f"\n## budget {budget}{' (' + seeds + ')' if seeds else ''}: proxy spent "
               f"{cost['seconds'].sum() / 60:.1f} min = {meta.get('fraction', float('nan')):.3f} of the full tier's "
               f"{meta.get('full_seconds', float('nan')) / 60:.1f} min ({meta.get('estimated_fraction', float('nan')):.3f} "
               f"of its estimate from the proxy's step times); seed-to-seed ceiling τ: tier "
