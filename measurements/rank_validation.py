@@ -1,13 +1,16 @@
-"""gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs with two
-seeds, then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
+"""gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs (``--seeds``
+of them), then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
 
-    nice -n 10 .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation2 \
-        --benchmarks digits fashion_mnist --scores knn_acc > /tmp/rank_validation2.log 2>&1
+    .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation3 --seeds 3 \
+        --benchmarks digits fashion_mnist fmnist_multilabel fmnist_pairs fmnist_relational \
+        --variant "seed=3" --variant "seed=3 max_rungs=null proxy_benchmarks=null" --variant "seed=3 proxy_benchmarks=null"
+
+Each ``--variant`` is one gate-rank call with those overrides (``seed=3``: a proxy seed outside the truth's).
 
 Every stage goes through the results store under ``--root``: rerunning the script after a kill trains only what
-is missing. Sizes are set for a shared 2-core CPU (one benchmark's ground truth ~25 min wall, two workers; each
-gate-rank pass ~5 min); raise ``--steps``, ``--benchmarks`` and the
-data caps on a bigger machine.
+is missing. Sizes are set for a 2-core CPU (quiet: one benchmark's ground truth, 8 encoders × 3 seeds, ~8 min
+wall with two workers; each gate-rank pass ~5 min); raise ``--steps``, ``--benchmarks`` and the data caps on a
+bigger machine.
 """
 
 from __future__ import annotations
