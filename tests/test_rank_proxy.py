@@ -23,7 +23,7 @@ class FakeGateRun:
     in the store out, ``last.ckpt`` in the run's checkpoint dir; a run whose dir holds a checkpoint resumes from it."""
 
     def __init__(self, runs_dir, seconds_per_step=1.0, overhead=2.0):
-        self.records, self.runs_dir, self.calls = [], runs_dir, []
+        self.records, self.runs_dir, self.calls, self.keeps = [], runs_dir, [], []
         self.sps, self.overhead = seconds_per_step, overhead
 
     def compose(self, overrides):
@@ -31,7 +31,7 @@ class FakeGateRun:
         return OmegaConf.create({"encoder": {"name": kv["encoder"]}, "dataset": {"name": kv["dataset"]},
                                  "trainer": {"max_steps": int(kv["trainer.max_steps"]),
                                              "val_check_interval": int(kv["trainer.val_check_interval"])},
-                                 "seed": 0})
+                                 "seed": 0, "keep_checkpoints": kv["keep_checkpoints"]})
 
     def run(self, cfg):
         from gate.engine.build import resolved_config
@@ -42,6 +42,7 @@ class FakeGateRun:
         start = int(ckpt.read_text()) if ckpt.exists() else 0
         steps = cfg.trainer.max_steps
         self.calls.append((cfg.encoder.name, steps, start))
+        self.keeps.append((steps, cfg.keep_checkpoints))
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         ckpt.write_text(str(steps))
         trained = steps - start
@@ -84,6 +85,8 @@ def test_proxy_runs_rungs_from_checkpoints_counts_every_second_and_a_rerun_repea
     ranking = run_benchmark("d", experiments(names), ctx, budget=0.3, eta=2, overhead_steps=0, full_seeds=1,
                             ledger=ledger, score_seconds=3.0)
     assert ranking.steps == (5, 10, 20) and ranking.order == names  # the true order (QUALITY)
+    # survivors continue from rungs 0 and 1; nothing continues from the last rung: its checkpoints are not kept
+    assert sorted(set(fake.keeps)) == [(5, "all"), (10, "all"), (20, "none")]
     assert sorted(fake.calls) == sorted([(n, 5, 0) for n in names] + [("a", 10, 5), ("b", 10, 5), ("c", 10, 5),
                                                                      ("a", 20, 10), ("b", 20, 10)])
     assert ledger.spent_seconds == pytest.approx(6 * 5 + 3 * 5 + 2 * 10 + 3.0)  # every rung's new steps + scores
@@ -243,6 +246,7 @@ def test_the_proxy_on_a_subset_of_the_tier_spends_the_whole_budget_there_and_cos
     assert list(rankings) == ["p"] and rankings["p"].order == names
     # p alone at budget 0.4 of 4 × 40 steps = 64 steps; one rung (the default): 16 steps each
     assert rankings["p"].steps == (16,) and sorted(fake.calls) == [(n, 16, 0) for n in names]
+    assert set(fake.keeps) == {(16, "none")}  # one run per encoder: nothing continues, no checkpoint kept
     # every benchmark's full cost is in the ledger: p's from its rung-0 step times, q's and r's scaled by steps
     assert ledger.estimated["a × p"] == pytest.approx(40.0)
     assert ledger.estimated["a × q"] == pytest.approx(40.0) and ledger.estimated["a × r"] == pytest.approx(80.0)

@@ -11,7 +11,8 @@ promotion and its order use the mean of the rung-0 rank and each score's rank (t
 features: classification benchmarks only; elsewhere the rung alone decides).
 
 Each rung run is an ordinary ``gate-run`` experiment: the tier's protocol with ``trainer.max_steps=r_k``,
-validation every ``r0`` steps, ``keep_checkpoints=all`` and ``evaluate_test=false`` (a rung records its validation
+validation every ``r0`` steps, ``keep_checkpoints=all`` (``none`` on the last planned rung: nothing continues
+from it) and ``evaluate_test=false`` (a rung records its validation
 value only; the test split is never evaluated); its experiment id is its own (the step count is part
 of it), its records land in the results store, and a rerun skips what is stored (complete-or-redo). A survivor's
 next rung starts from a copy of its previous rung's ``last.ckpt`` (the run's resume path, ``facts.resumed_from_step``
@@ -149,10 +150,10 @@ class ProxyContext:
     echo: Callable[..., None] = print
 
 
-def rung_overrides(steps: int, val_every: int) -> list[str]:
+def rung_overrides(steps: int, val_every: int, keep: str = "all") -> list[str]:
     """A rung's gate-run overrides. ``evaluate_test=false``: the proxy ranks on validation, so a rung never tests
     (no test pass, no ensembles: not part of its cost)."""
-    return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={val_every}", "keep_checkpoints=all",
+    return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={val_every}", f"keep_checkpoints={keep}",
             "evaluate_test=false", "trainer.enable_progress_bar=false"]
 
 
@@ -184,7 +185,10 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
         from gate.results import experiment_id
 
         exp = by_enc[enc]
-        cfg = ctx.compose([*exp.overrides, *rung_overrides(steps, r0)])
+        # a survivor continues from its rung's checkpoint; nothing continues from the last planned rung (with one
+        # rung: every run), so its checkpoints go once its records are stored (keep_checkpoints is not in the id)
+        keep = "none" if k == len(schedule.steps) - 1 else "all"
+        cfg = ctx.compose([*exp.overrides, *rung_overrides(steps, r0, keep)])
         exp_id = experiment_id(resolved_config(cfg), "finetune")
         stored = _stored(ctx.records(), exp_id)
         was_stored = bool(stored)
