@@ -132,5 +132,6 @@ def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_
     entries, _ = proxy_entries(plan, 3)
     assert list(entries) == ["digits", "fashion_mnist"] and all(e.seed == 3 for x in entries.values() for e in x)
     # 0.2 × 2 seeds × 2 benchmarks = 0.8 of a benchmark's single-seed run: at 0.67 each, one benchmark
-    assert choose_benchmarks(list(entries), "auto", full_steps=entry_steps(entries), budget=0.2, seeds=2) == ["digits"]
+    assert choose_benchmarks(list(entries), "auto", full_steps=entry_steps(entries), budget=0.2, seeds=2,
+                             run_fraction=0.67) == ["digits"]
     assert request.proxy_benchmarks == "auto" and request.max_rungs == 1

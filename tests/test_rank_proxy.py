@@ -242,7 +242,8 @@ def test_the_proxy_on_a_subset_of_the_tier_spends_the_whole_budget_there_and_cos
         class tier:
             seeds = (0,)
 
-    rankings, ledger = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1), {}, {}, None, chosen=["p"])
+    rankings, ledger = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1, max_rungs=1), {}, {}, None,
+                                 chosen=["p"])
     assert list(rankings) == ["p"] and rankings["p"].order == names
     # p alone at budget 0.4 of 4 × 40 steps = 64 steps; one rung (the default): 16 steps each
     assert rankings["p"].steps == (16,) and sorted(fake.calls) == [(n, 16, 0) for n in names]
@@ -263,10 +264,10 @@ def test_auto_picks_the_tiers_first_benchmarks_that_the_budget_runs_at_run_fract
 
     steps = {b: 96 for b in "pqrst"}
     # 0.1 of 5 benchmarks × 3 seeds = 1.5 benchmark-runs of every encoder; at 0.67 each → 2 benchmarks (72 steps)
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3) == ["p", "q"]
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=1) == ["p"]  # at least one
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.5, seeds=3) == list("pqrst")
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3, run_fraction=0.67) == ["p", "q"]
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=1, run_fraction=0.67) == ["p"]  # at least one
+    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.5, seeds=3, run_fraction=0.67) == list("pqrst")
     assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3, run_fraction=0.3) == \
         list("pqrst")[:5]
     uneven = {"p": 200, "q": 40, "r": 40}  # the budget buys 0.1 · 3 · 280 / 0.67 = 125 steps: p alone
-    assert choose_benchmarks(list("pqr"), "auto", full_steps=uneven, budget=0.1, seeds=3) == ["p"]
+    assert choose_benchmarks(list("pqr"), "auto", full_steps=uneven, budget=0.1, seeds=3, run_fraction=0.67) == ["p"]

@@ -46,17 +46,19 @@ class Request:
     baseline_scores: tuple[str, ...] = ()
     n_boot: int = 1000
     use_full_runs: bool = True      # a benchmark whose full runs are all stored is ranked by them (no proxy)
-    proxy_benchmarks: str | int | tuple[str, ...] | None = "auto"  # auto | None (every one) | m (the first m) | names
-    max_rungs: int | None = 1       # 1: every encoder one run (no halving); None: halve down to two
-    run_fraction: float = 0.67      # proxy_benchmarks=auto: each run at least this fraction of its full steps
+    # gate-rank's defaults for these three are conf/rank.yaml's (auto, 1, 0.67); here the plain mechanism
+    proxy_benchmarks: str | int | tuple[str, ...] | None = None  # auto | None (every one) | m (the first m) | names
+    max_rungs: int | None = None    # 1: every encoder one run (no halving); None: halve down to two
+    run_fraction: float | None = None  # proxy_benchmarks=auto: each run at least this fraction of its full steps
 
 
 def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
                   baseline_scores: Sequence[str], overhead_steps: Any = 0, n_boot: Any = 1000,
-                  proxy_benchmarks: Any = None, max_rungs: Any = None, run_fraction: Any = 0.67) -> None:
+                  proxy_benchmarks: Any = None, max_rungs: Any = None, run_fraction: Any = None) -> None:
     """Every problem with the request itself, as one :class:`ConfigError` line."""
     problems = []
-    if isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float)) or not 0 < run_fraction <= 1:
+    if run_fraction is not None and (isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float))
+                                     or not 0 < run_fraction <= 1):
         problems.append(f"run_fraction={run_fraction!r} is invalid: expected a fraction of a full run's steps, "
                         f"0 < run_fraction <= 1")
     if max_rungs is not None and (isinstance(max_rungs, bool) or not isinstance(max_rungs, int) or max_rungs < 1):
@@ -115,8 +117,8 @@ def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]
 
 
 def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str] | None, *,
-                      full_steps: Mapping[str, int] | None = None, budget: float = 0.1, seeds: int = 1,
-                      run_fraction: float = 0.67) -> list[str]:
+                      full_steps: Mapping[str, int] | None = None, budget: float | None = None,
+                      seeds: int | None = None, run_fraction: float | None = None) -> list[str]:
     """The benchmarks the proxy runs among ``candidates`` (the tier's entries it must rank, in tier order):
     all (``None``), the first ``m`` (an int; more than there are: all), the named ones (each must be a
     candidate: :class:`ConfigError` naming it otherwise), or ``"auto"``: the tier's first benchmarks, as many as
@@ -125,7 +127,9 @@ def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str]
     if spec is None:
         return list(candidates)
     if spec == "auto":
-        steps = full_steps or {}
+        if full_steps is None or budget is None or seeds is None or run_fraction is None:
+            raise ValueError("proxy_benchmarks=auto needs full_steps, budget, seeds and run_fraction")
+        steps = full_steps
         affordable = budget * seeds * sum(steps[b] for b in candidates) / run_fraction
         chosen, used = [], 0.0
         for b in candidates:
