@@ -131,8 +131,9 @@ def test_validation_tables_proxy_static_ranker_and_scores_against_full():
     class Plan:
         encoders = tuple(encs)
 
-    table = validate_against_full(result, Plan, Request(None, tuple(encs), 0.1, baseline_scores=("knn_acc",), n_boot=50),
-                                  ["x", "y"])
+    request = Request(None, tuple(encs), 0.1, eta=2, overhead_steps=0, n_boot=50, use_full_runs=True,
+                      baseline_scores=("knn_acc",))
+    table = validate_against_full(result, Plan, request, ["x", "y"])
     proxy = table[table["method"] == "proxy"].set_index("scope")
     assert proxy.loc["x", "tau"] == pytest.approx(1.0) and proxy.loc["tier", "tau"] == pytest.approx(1.0)
     assert proxy.loc["x", "regret"] == pytest.approx(0.0)
@@ -210,7 +211,8 @@ def test_baseline_scores_cost_nothing_where_no_validation_can_use_them(tmp_path)
     fake = FakeGateRun(tmp_path / "runs", overhead=0.0)
     ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
     composed = []
-    request = Request(plan.tier, tuple(plan.encoders), 0.3, baseline_scores=("knn_acc", "sfda"), n_boot=10,
+    request = Request(plan.tier, tuple(plan.encoders), 0.3, eta=2, overhead_steps=0, n_boot=10,
+                      baseline_scores=("knn_acc", "sfda"),
                       use_full_runs=False)
     result = rank_tier(plan, request, seed=0, ctx=ctx, compose_score=composed.append, run_score=lambda cfg: None)
     assert composed == [] and result.validation is None and result.scores == {}
@@ -242,8 +244,11 @@ def test_the_proxy_on_a_subset_of_the_tier_spends_the_whole_budget_there_and_cos
         class tier:
             seeds = (0,)
 
-    rankings, ledger = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1, max_rungs=1), {}, {}, None,
-                                 chosen=["p"])
+    def request(max_rungs):
+        return Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
+                       max_rungs=max_rungs)
+
+    rankings, ledger = run_proxy(Plan, entries, ctx, request(1), {}, {}, None, chosen=["p"])
     assert list(rankings) == ["p"] and rankings["p"].order == names
     # p alone at budget 0.4 of 4 × 40 steps = 64 steps; one rung (the default): 16 steps each
     assert rankings["p"].steps == (16,) and sorted(fake.calls) == [(n, 16, 0) for n in names]
@@ -254,8 +259,7 @@ def test_the_proxy_on_a_subset_of_the_tier_spends_the_whole_budget_there_and_cos
     assert ledger.full_seconds == pytest.approx(4 * 160.0)
     assert ledger.spent_seconds == pytest.approx(4 * 16) and ledger.fraction == pytest.approx(0.1)
     # successive halving instead (max_rungs=None): 4 r0 + 2 r0 <= 64 → r0 = 10, survivors continue to 20
-    rankings, _ = run_proxy(Plan, entries, ctx, Request(None, tuple(names), 0.1, max_rungs=None), {}, {}, None,
-                            chosen=["q"])
+    rankings, _ = run_proxy(Plan, entries, ctx, request(None), {}, {}, None, chosen=["q"])
     assert rankings["q"].steps == (10, 20) and rankings["q"].order == names
 
 

@@ -49,7 +49,7 @@ def test_rank_page_has_the_ranking_cost_full_heatmap_and_predicted_vs_full(tmp_p
         class tier:
             name = "t"
 
-    request = Request(None, tuple(encs), 0.1, n_boot=20)
+    request = Request(None, tuple(encs), 0.1, eta=2, overhead_steps=0, n_boot=20, use_full_runs=True)
     result.validation = validate_against_full(result, Plan, request, ["x", "y"])
     result.ceiling = {"x": 1.0, "y": 1.0, "tier": 1.0}
     page = write_report(result, Plan, request, tmp_path).read_text()

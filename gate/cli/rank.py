@@ -70,10 +70,12 @@ def prepare(plain: dict[str, Any], searchpath: list[str]):
         exps = entries[bench]
         plan_schedule(len(exps), int(exps[0].config["trainer"]["max_steps"]), len(tier.seeds), budget,
                       int(plain["eta"]), float(plain["overhead_steps"]), plain["max_rungs"])
-    request = Request(tier, tuple(plain["encoders"]), float(plain["budget"]), int(plain["eta"]),
-                      float(plain["overhead_steps"]), tuple(plain["scores"]), tuple(plain["baseline_scores"]),
-                      int(plain["n_boot"]), bool(plain["use_full_runs"]),
-                      tuple(pb) if isinstance(pb, list) else pb, plain["max_rungs"], float(plain["run_fraction"]))
+    request = Request(tier, tuple(plain["encoders"]), float(plain["budget"]), eta=int(plain["eta"]),
+                      overhead_steps=float(plain["overhead_steps"]), n_boot=int(plain["n_boot"]),
+                      use_full_runs=bool(plain["use_full_runs"]), seed_scores=tuple(plain["scores"]),
+                      baseline_scores=tuple(plain["baseline_scores"]),
+                      proxy_benchmarks=tuple(pb) if isinstance(pb, list) else pb, max_rungs=plain["max_rungs"],
+                      run_fraction=float(plain["run_fraction"]))
     return plan, request, seed
 
 

@@ -37,24 +37,28 @@ def known_scores() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class Request:
+    """One gate-rank request. gate-rank's values for every field are conf/rank.yaml's (the only place that states
+    them); the library takes the knobs without defaults, and the optional parts default to the plain mechanism:
+    no scores, every benchmark, halving down to two."""
+
     tier: Any                       # gate.tiers.spec.Tier
     encoders: tuple[str, ...]
     budget: float
-    eta: int = 2
-    overhead_steps: float = 0.0
+    _: dataclasses.KW_ONLY
+    eta: int
+    overhead_steps: float
+    n_boot: int
+    use_full_runs: bool             # a benchmark whose full runs are all stored is ranked by them (no proxy)
     seed_scores: tuple[str, ...] = ()
     baseline_scores: tuple[str, ...] = ()
-    n_boot: int = 1000
-    use_full_runs: bool = True      # a benchmark whose full runs are all stored is ranked by them (no proxy)
-    # gate-rank's defaults for these three are conf/rank.yaml's (auto, 1, 0.67); here the plain mechanism
     proxy_benchmarks: str | int | tuple[str, ...] | None = None  # auto | None (every one) | m (the first m) | names
     max_rungs: int | None = None    # 1: every encoder one run (no halving); None: halve down to two
     run_fraction: float | None = None  # proxy_benchmarks=auto: each run at least this fraction of its full steps
 
 
 def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
-                  baseline_scores: Sequence[str], overhead_steps: Any = 0, n_boot: Any = 1000,
-                  proxy_benchmarks: Any = None, max_rungs: Any = None, run_fraction: Any = None) -> None:
+                  baseline_scores: Sequence[str], overhead_steps: Any, n_boot: Any,
+                  proxy_benchmarks: Any, max_rungs: Any, run_fraction: Any) -> None:
     """Every problem with the request itself, as one :class:`ConfigError` line."""
     problems = []
     if run_fraction is not None and (isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float))
