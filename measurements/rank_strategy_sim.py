@@ -10,6 +10,9 @@ training anything:
 * ``spread@k`` — every benchmark of the tier, every encoder ``k`` steps;
 * ``subset(m)@k`` — ``m`` of the tier's benchmarks (every subset of that size, averaged: a random pick), every
   encoder ``k`` steps; the tier ranking is the mean rank over those ``m``;
+* ``seeded(m)@k`` — ``subset(m)@k`` whose ranking on a benchmark a zero-training score covers is the mean of
+  the run's rank and the score's rank (gate-rank's ``scores=[...]`` with one rung; ``--seed-score``, default
+  ``logme``; classification benchmarks only);
 * ``halving(m)@k`` — successive halving on ``m`` benchmarks: every encoder ``k`` steps, the better half
   continues to ``2k``, the better two to ``4k`` (capped at the full run), ordered as gate-rank orders.
 
@@ -61,6 +64,16 @@ def load(root: Path, full_steps: int) -> tuple[dict, dict]:
     return truth, curve
 
 
+def load_score(root: Path, score: str) -> dict[str, pd.Series]:
+    """score[bench] = Series(encoder -> value, higher is better) from the store's score records."""
+    out: dict = {}
+    for line in (root / "results" / "records.jsonl").read_text().splitlines():
+        r = json.loads(line) if line.strip() else {}
+        if r.get("kind") == "score" and r["metric"] == score:
+            out.setdefault(r["dataset"], {})[r["encoder"]] = r["value"] if r.get("higher_is_better", True) else -r["value"]
+    return {b: pd.Series(v) for b, v in out.items()}
+
+
 def tau(pred: pd.Series, truth: pd.Series) -> float:
     encs = list(truth.index)
     return float(kendalltau(pred[encs].to_numpy(), truth[encs].to_numpy()).statistic)
@@ -98,8 +111,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default="/tmp/rank_validation3")
     ap.add_argument("--full-steps", type=int, default=96)
+    ap.add_argument("--seed-score", default="logme")
     args = ap.parse_args()
     truth, curve = load(Path(args.root), args.full_steps)
+    score = load_score(Path(args.root), args.seed_score)
     encs = sorted({e for b in truth for s in truth[b] for e in truth[b][s].index})
     seeds = sorted({s for b in truth for s in truth[b]})
     benches = sorted(b for b in truth if all(s in truth[b] and len(truth[b][s]) == len(encs) for s in seeds))
@@ -122,7 +137,9 @@ def main() -> None:
     rows = []
     for m in range(1, len(benches) + 1):
         for k in grid:
-            for name in ("subset", "halving"):
+            for name in ("subset", "seeded", "halving"):
+                if name == "seeded" and not score:
+                    continue
                 taus, costs = [], []
                 for seed in seeds:
                     t = truth_without(seed)
@@ -130,8 +147,10 @@ def main() -> None:
                     for subset in itertools.combinations(benches, m):
                         cols, cost = {}, 0
                         for b in subset:
-                            if name == "subset":
+                            if name in ("subset", "seeded"):
                                 cols[b], c = at(curve, b, seed, k), len(encs) * k
+                                if name == "seeded" and b in score:
+                                    cols[b] = mean_rank({"run": cols[b], "score": score[b][cols[b].index]})
                             else:
                                 cols[b], c = halving(curve, b, seed, k, args.full_steps)
                             cost += c

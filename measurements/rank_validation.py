@@ -23,9 +23,12 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 POOL = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
         "vit_tiny_scratch", "minilm", "resemblyzer"]
+DEMO_ENTRIES = {e["dataset"]: e for e in (x if isinstance(x, dict) else {"dataset": x} for x in yaml.safe_load(
+    (Path(__file__).resolve().parents[1] / "conf" / "tier" / "demo.yaml").read_text())["benchmarks"])}
 BASELINES = ["knn_acc", "linear_probe_acc", "sfda", "etran_energy", "logme", "ncti"]
 
 
@@ -37,7 +40,9 @@ def tier_yaml(args) -> str:
              f"  data.max_test_samples: {args.test}", "  callbacks.count_flops: false", "  callbacks.visuals.enabled: false",
              "  callbacks.grad_norms.enabled: false", "score_overrides:",
              f"  max_samples: {args.score_samples}", "benchmarks:"]
-    lines += [f"  - {b}" for b in args.benchmarks]
+    for b in args.benchmarks:  # a demo-tier benchmark keeps that tier's own entry overrides (few-shot episode sizes)
+        own = DEMO_ENTRIES.get(b, {}).get("overrides")
+        lines.append(f"  - {{dataset: {b}, overrides: {json.dumps(own)}}}" if own else f"  - {b}")
     return "\n".join(lines) + "\n"
 
 
@@ -87,6 +92,7 @@ def main() -> None:
     ap.add_argument("--val", type=int, default=200)
     ap.add_argument("--test", type=int, default=400)
     ap.add_argument("--score-samples", type=int, default=500)
+    ap.add_argument("--truth-only", action="store_true", help="train the ground truth and stop (no gate-rank)")
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.1])
     ap.add_argument("--in-process", action=argparse.BooleanOptionalAction, default=True,
                     help="run the ground truth in this process (default) instead of through gate-tier launch=local")
@@ -126,6 +132,9 @@ def main() -> None:
         run([str(bin_dir / "gate-tier"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
              "launch=local", "score=false", "report=false"])
     truth_minutes = (time.monotonic() - started) / 60
+    if args.truth_only:
+        print(f"ground truth stored under {root} ({truth_minutes:.1f} min wall)")
+        return
     # 2. gate-rank at each budget, never looking at the full runs (use_full_runs=false), then validated
     results = {}
     for budget in args.budgets:
