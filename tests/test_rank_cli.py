@@ -61,6 +61,7 @@ def rank_in_process(monkeypatch, capsys, args):
     (["proxy_benchmarks=0"], "proxy_benchmarks=0 is invalid"),
     (["max_rungs=0"], "max_rungs=0 is invalid: expected null (halve down to two) or an integer >= 1"),
     (["run_fraction=1.5"], "run_fraction=1.5 is invalid"),
+    (["cost_probe_steps=-1"], "cost_probe_steps=-1 is invalid: expected an integer >= 0"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, message):
     tier = write_tier(tmp_path / "tiny.yaml", dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 6}))
@@ -125,13 +126,14 @@ def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_
     plain = {"tier_file": str(tier), "tier": None, "encoders": POOL.split("=")[1].split(","),
              "paths": {"root": str(tmp_path / "root")}, "overrides": [], "seed": 3, "proxy_benchmarks": "auto",
              "budget": 0.2, "run_fraction": 0.67, "eta": 2, "overhead_steps": 0, "max_rungs": 1, "scores": [],
-             "baseline_scores": [], "n_boot": 10, "use_full_runs": True}
+             "baseline_scores": [], "n_boot": 10, "use_full_runs": True,
+             "cost_probe_steps": 4}
     plan, request, seed = prepare(plain, [])
     assert seed == 3 and tuple(plan.tier.seeds) == (0, 1)
     assert sorted({e.seed for e in plan.experiments}) == [0, 1, 3]
     entries, _ = proxy_entries(plan, 3)
     assert list(entries) == ["digits", "fashion_mnist"] and all(e.seed == 3 for x in entries.values() for e in x)
     # 0.2 × 2 seeds × 2 benchmarks = 0.8 of a benchmark's single-seed run: at 0.67 each, one benchmark
-    assert choose_benchmarks(list(entries), "auto", full_steps=entry_steps(entries), budget=0.2, seeds=2,
+    assert choose_benchmarks(list(entries), "auto", full_cost=entry_steps(entries), budget=0.2, seeds=2,
                              run_fraction=0.67) == ["digits"]
     assert request.proxy_benchmarks == "auto" and request.max_rungs == 1

@@ -24,7 +24,7 @@ class FakeGateRun:
 
     def __init__(self, runs_dir, seconds_per_step=1.0, overhead=2.0):
         self.records, self.runs_dir, self.calls, self.keeps = [], runs_dir, [], []
-        self.sps, self.overhead = seconds_per_step, overhead
+        self.sps, self.overhead = seconds_per_step, overhead  # seconds_per_step: a number, or {dataset: number}
 
     def compose(self, overrides):
         kv = dict(o.split("=", 1) for o in overrides)
@@ -46,11 +46,12 @@ class FakeGateRun:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
         ckpt.write_text(str(steps))
         trained = steps - start
+        sps = self.sps[cfg.dataset.name] if isinstance(self.sps, dict) else self.sps
         value = QUALITY[cfg.encoder.name] * steps / (steps + 10)  # better encoders stay better as steps grow
         self.records.append({"experiment": exp, "kind": "finetune", "split": "val", "metric": "mae" if
                              cfg.dataset.name == "speed" else "acc@1", "value": -value if cfg.dataset.name == "speed"
-                             else value, "facts": {"wall_seconds": self.overhead + trained * self.sps,
-                                                   "train_step_seconds": trained * self.sps, "global_step": steps,
+                             else value, "facts": {"wall_seconds": self.overhead + trained * sps,
+                                                   "train_step_seconds": trained * sps, "global_step": steps,
                                                    "resumed_from_step": start or None, "params": 1000.0}})
 
 
@@ -268,10 +269,82 @@ def test_auto_picks_the_tiers_first_benchmarks_that_the_budget_runs_at_run_fract
 
     steps = {b: 96 for b in "pqrst"}
     # 0.1 of 5 benchmarks × 3 seeds = 1.5 benchmark-runs of every encoder; at 0.67 each → 2 benchmarks (72 steps)
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3, run_fraction=0.67) == ["p", "q"]
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=1, run_fraction=0.67) == ["p"]  # at least one
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.5, seeds=3, run_fraction=0.67) == list("pqrst")
-    assert choose_benchmarks(list("pqrst"), "auto", full_steps=steps, budget=0.1, seeds=3, run_fraction=0.3) == \
+    assert choose_benchmarks(list("pqrst"), "auto", full_cost=steps, budget=0.1, seeds=3, run_fraction=0.67) == ["p", "q"]
+    assert choose_benchmarks(list("pqrst"), "auto", full_cost=steps, budget=0.1, seeds=1, run_fraction=0.67) == ["p"]  # at least one
+    assert choose_benchmarks(list("pqrst"), "auto", full_cost=steps, budget=0.5, seeds=3, run_fraction=0.67) == list("pqrst")
+    assert choose_benchmarks(list("pqrst"), "auto", full_cost=steps, budget=0.1, seeds=3, run_fraction=0.3) == \
         list("pqrst")[:5]
     uneven = {"p": 200, "q": 40, "r": 40}  # the budget buys 0.1 · 3 · 280 / 0.67 = 125 steps: p alone
-    assert choose_benchmarks(list("pqr"), "auto", full_steps=uneven, budget=0.1, seeds=3, run_fraction=0.67) == ["p"]
+    assert choose_benchmarks(list("pqr"), "auto", full_cost=uneven, budget=0.1, seeds=3, run_fraction=0.67) == ["p"]
+
+
+def test_a_subset_proxy_splits_the_budget_by_the_measured_cost_of_each_benchmark(tmp_path):
+    """A tier whose first benchmark costs 3 s a step and whose second 1 s: split by steps, the proxy on the first
+    spends 0.15 of the tier's seconds at budget 0.1 (and the ledger flags it); measured by 4-step probes, it spends
+    0.1, probes included."""
+    from gate.ranking.pipeline import choose_benchmarks, measured_costs, run_proxy
+
+    names = list("abcd")
+    entries = {"q": experiments(names, "q"), "p": experiments(names, "p")}  # 40 steps each; q first in the tier
+
+    class Plan:
+        encoders = tuple(names)
+
+        class tier:
+            seeds = (0,)
+
+    def proxy(probe_steps):
+        fake = FakeGateRun(tmp_path / f"runs{probe_steps}", seconds_per_step={"q": 3.0, "p": 1.0}, overhead=0.0)
+        lines = []
+        ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / f"runs{probe_steps}",
+                           echo=lambda *a, **k: lines.append(" ".join(map(str, a))))
+        request = Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
+                          proxy_benchmarks="auto", max_rungs=1, run_fraction=0.67, cost_probe_steps=probe_steps)
+        cost, spent, budget = measured_costs(Plan, entries, ["q", "p"], ctx, request)
+        chosen = choose_benchmarks(["q", "p"], "auto", full_cost=cost, budget=budget, seeds=1, run_fraction=0.67)
+        rankings, ledger = run_proxy(Plan, entries, ctx, request, {}, {}, None, chosen=chosen, full_cost=cost,
+                                     budget=budget, probe_spent=spent)
+        return rankings, ledger, fake, lines, cost, budget
+
+    # by steps (no probe): q gets the tier's 0.1 × 80 steps-worth = 8 steps × 4 encoders at 3 s: 96 s of 640
+    rankings, ledger, fake, _, cost, budget = proxy(0)
+    assert cost == {"q": 40.0, "p": 40.0} and budget == pytest.approx(0.1) and rankings["q"].steps == (8,)
+    assert ledger.estimated["a × p"] == pytest.approx(120.0)  # p's cost guessed from q's step times: 3× too high
+    # measured: q's full run costs 120 s, p's 40 s; the probes took 4 × 3 + 4 × 1 = 16 s = 0.025 of the 640 s tier
+    rankings, ledger, fake, lines, cost, budget = proxy(4)
+    assert cost == {"q": pytest.approx(120.0), "p": pytest.approx(40.0)} and budget == pytest.approx(0.075)
+    assert [c for c in fake.calls if c[0] == "a"][:2] == [("a", 4, 0), ("a", 4, 0)]  # the first encoder probes both
+    assert any("measured cost per full run" in x and "p 0.33×" in x for x in lines)
+    # q gets 0.075 × 160 / 120 = 0.1 of its own 4 × 120 s: 4 steps each; the ledger holds probes and runs
+    assert rankings["q"].steps == (4,) and list(rankings) == ["q"]
+    assert ledger.spent_seconds == pytest.approx(16 + 4 * 4 * 3.0)
+    assert ledger.estimated["a × p"] == pytest.approx(40.0)  # p's cost scaled by its measured cost, not its steps
+    assert ledger.fraction == pytest.approx(0.1) and ledger.overrun(0.1) == ""
+    # a probe already stored is read back, not rerun
+    n = len(fake.calls)
+    measured_costs(Plan, entries, ["q", "p"], ProxyContext(fake.compose, fake.run, lambda: list(fake.records),
+                                                           tmp_path / "runs4", echo=lambda *a, **k: None),
+                   Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
+                           proxy_benchmarks="auto", cost_probe_steps=4))
+    assert len(fake.calls) == n
+
+
+def test_a_budget_the_cost_probes_would_use_up_is_one_line_not_a_run(tmp_path):
+    from gate.errors import ConfigError
+    from gate.ranking.pipeline import measured_costs
+
+    names = list("abc")
+    entries = {"q": experiments(names, "q", steps=4), "p": experiments(names, "p", steps=4)}
+
+    class Plan:
+        encoders = tuple(names)
+
+        class tier:
+            seeds = (0,)
+
+    fake = FakeGateRun(tmp_path / "runs", overhead=2.0)
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    request = Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
+                      proxy_benchmarks="auto", cost_probe_steps=4)
+    with pytest.raises(ConfigError, match=r"budget=0.1 does not cover measuring the benchmarks' costs.*cost_probe_steps=0"):
+        measured_costs(Plan, entries, ["q", "p"], ctx, request)

@@ -77,3 +77,13 @@ def test_run_cost_and_ledger():
     assert cost.full_estimate(40) == pytest.approx(10.0 + 200.0)
     a, b = Ledger({"run x": 10.0}, {"e × d": 100.0}), Ledger({"run x": 10.0, "run y": 5.0}, {})
     assert a.merged(b).spent_seconds == pytest.approx(15.0) and a.fraction == pytest.approx(0.1)
+
+
+def test_a_proxy_that_spends_past_its_budget_says_so():
+    # the plan is in steps; the seconds decide: 11.6 s of a 100 s tier at budget 0.1 is flagged, 10.0 s is not
+    assert Ledger({"run x": 10.0}, {"e × d": 100.0}, {"e × d": 100.0}).overrun(0.1) == ""
+    over = Ledger({"run x": 11.6}, {"e × d": 100.0}, {"e × d": 100.0}).overrun(0.1)
+    assert over.startswith("OVER THE BUDGET: 0.116") and "budget=0.1" in over
+    # the stored full runs' seconds decide where they exist, not the estimate (a lower bound on them)
+    assert Ledger({"run x": 10.0}, {"e × d": 100.0}, {"e × d": 80.0}).overrun(0.1) == ""
+    assert Ledger().overrun(0.1) == ""  # nothing spent, nothing known: no claim

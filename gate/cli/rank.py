@@ -46,7 +46,8 @@ def check(plain: dict[str, Any]) -> None:
     if problems:
         raise ConfigError("; ".join(problems))
     check_request(plain["budget"], enc, plain["eta"], plain["scores"], plain["baseline_scores"],
-                  plain["overhead_steps"], plain["n_boot"], plain["proxy_benchmarks"], plain["max_rungs"], plain["run_fraction"])
+                  plain["overhead_steps"], plain["n_boot"], plain["proxy_benchmarks"], plain["max_rungs"], plain["run_fraction"],
+                  plain["cost_probe_steps"])
 
 
 def prepare(plain: dict[str, Any], searchpath: list[str]):
@@ -63,7 +64,7 @@ def prepare(plain: dict[str, Any], searchpath: list[str]):
                        searchpath=searchpath, seeds=seeds)
     entries, _ = proxy_entries(plan, seed)
     pb = plain["proxy_benchmarks"]
-    chosen = choose_benchmarks(list(entries), pb, full_steps=entry_steps(entries), budget=float(plain["budget"]),
+    chosen = choose_benchmarks(list(entries), pb, full_cost=entry_steps(entries), budget=float(plain["budget"]),
                                seeds=len(tier.seeds), run_fraction=float(plain["run_fraction"]))
     budget = subset_budget(float(plain["budget"]), entry_steps(entries), chosen)
     for bench in chosen:
@@ -75,7 +76,7 @@ def prepare(plain: dict[str, Any], searchpath: list[str]):
                       use_full_runs=bool(plain["use_full_runs"]), seed_scores=tuple(plain["scores"]),
                       baseline_scores=tuple(plain["baseline_scores"]),
                       proxy_benchmarks=tuple(pb) if isinstance(pb, list) else pb, max_rungs=plain["max_rungs"],
-                      run_fraction=float(plain["run_fraction"]))
+                      run_fraction=float(plain["run_fraction"]), cost_probe_steps=int(plain["cost_probe_steps"]))
     return plan, request, seed
 
 
@@ -118,12 +119,15 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
         print(f"  {bench:<22} {' > '.join(r.order)}  ({how})")
     led = result.ledger
     measured = sum(led.full.values()) != sum(led.estimated.values())
+    basis = "measured cost" if result.cost_basis == "measured" else "full steps"
     print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
           f"{'took ' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
           f"({'its stored runs' if measured else 'estimated from the proxy step times'}"
-          f"{'; benchmarks not run: by their full steps' if result.not_run and not measured else ''}) → "
+          f"{'; benchmarks not run: scaled by their ' + basis if result.not_run and not measured else ''}) → "
           f"{led.fraction:.3f} of it "
           f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
+    if led.overrun(request.budget):
+        print(f"[gate] compute: {led.overrun(request.budget)}")
     if result.validation is not None:
         table = summary_table(result.validation, result.ceiling)
         print(f"[gate] predicted vs full (Kendall τ on the tier's mean rank [95% CI], weighted τ, top-1 regret in "

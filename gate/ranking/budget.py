@@ -84,13 +84,14 @@ def plan_schedule(n: int, full_steps: int, seeds: int, budget: float, eta: int =
     return best
 
 
-def subset_budget(budget: float, full_steps: Mapping[str, int], chosen: Sequence[str]) -> float:
+def subset_budget(budget: float, full_cost: Mapping[str, float], chosen: Sequence[str]) -> float:
     """The budget of each benchmark the proxy runs when it runs only ``chosen`` of the tier's benchmarks
-    (``full_steps``: every benchmark the proxy must cover → its full run's steps): the whole tier's budget
-    ``budget × Σ_all`` is spent on the chosen ones, so each gets ``budget × Σ_all / Σ_chosen`` of its own full
-    cost (same pool and seeds on every benchmark of a tier, so steps are the common unit)."""
-    total = sum(full_steps.values())
-    mine = sum(full_steps[b] for b in chosen)
+    (``full_cost``: every benchmark the proxy must cover → what its full run costs, in one unit for all: the
+    seconds measured by :func:`gate.ranking.proxy.probe_costs`, or its steps, which take a step to cost alike on
+    every benchmark): the whole tier's budget ``budget × Σ_all`` is spent on the chosen ones, so each gets
+    ``budget × Σ_all / Σ_chosen`` of its own full cost (the same pool and seeds on every benchmark of a tier)."""
+    total = sum(full_cost.values())
+    mine = sum(full_cost[b] for b in chosen)
     return budget * total / mine if mine > 0 else budget
 
 
@@ -154,6 +155,18 @@ class Ledger:
         """Spent over the full tier as estimated from the proxy's own step times (a lower bound: errs high)."""
         total = sum(self.estimated.values())
         return self.spent_seconds / total if total > 0 else math.nan
+
+    def overrun(self, budget: float) -> str:
+        """A warning when the seconds spent pass ``budget`` of the full tier (:attr:`fraction`: the stored full
+        runs' seconds where they exist, else the estimate), else ''. The plan is in training steps: it takes a
+        step to cost alike on every benchmark of the tier and leaves out a run's fixed cost (building,
+        validating), so a proxy on a benchmark that costs more per step than the tier's mean, or on many short
+        runs, can pass the budget — and says so."""
+        if not math.isfinite(self.fraction) or self.fraction <= budget * 1.01:
+            return ""
+        return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={budget} (the plan counts "
+                f"training steps: benchmarks that cost more per step than the tier's mean, or short runs whose fixed "
+                f"cost is a large part of them, spend more seconds than steps)")
 
     def merged(self, other: Ledger) -> Ledger:
         """A ledger with both ledgers' items; an item in both (a shared run) counts once."""

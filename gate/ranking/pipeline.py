@@ -23,7 +23,7 @@ from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import stats
 from gate.ranking.budget import Ledger, subset_budget
-from gate.ranking.proxy import BenchmarkRanking, ProxyContext, run_benchmark
+from gate.ranking.proxy import BenchmarkRanking, ProxyContext, probe_costs, run_benchmark
 
 MIN_ENCODERS = 3
 POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.scoring.transferability.collapse.ncti)
@@ -54,13 +54,17 @@ class Request:
     proxy_benchmarks: str | int | tuple[str, ...] | None = None  # auto | None (every one) | m (the first m) | names
     max_rungs: int | None = None    # 1: every encoder one run (no halving); None: halve down to two
     run_fraction: float | None = None  # proxy_benchmarks=auto: each run at least this fraction of its full steps
+    cost_probe_steps: int = 0       # > 0: measure each benchmark's cost before splitting the budget over a subset
 
 
 def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
                   baseline_scores: Sequence[str], overhead_steps: Any, n_boot: Any,
-                  proxy_benchmarks: Any, max_rungs: Any, run_fraction: Any) -> None:
+                  proxy_benchmarks: Any, max_rungs: Any, run_fraction: Any, cost_probe_steps: Any) -> None:
     """Every problem with the request itself, as one :class:`ConfigError` line."""
     problems = []
+    if isinstance(cost_probe_steps, bool) or not isinstance(cost_probe_steps, int) or cost_probe_steps < 0:
+        problems.append(f"cost_probe_steps={cost_probe_steps!r} is invalid: expected an integer >= 0 (0: split the "
+                        f"budget by steps, unmeasured)")
     if run_fraction is not None and (isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float))
                                      or not 0 < run_fraction <= 1):
         problems.append(f"run_fraction={run_fraction!r} is invalid: expected a fraction of a full run's steps, "
@@ -121,19 +125,20 @@ def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]
 
 
 def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str] | None, *,
-                      full_steps: Mapping[str, int] | None = None, budget: float | None = None,
+                      full_cost: Mapping[str, float] | None = None, budget: float | None = None,
                       seeds: int | None = None, run_fraction: float | None = None) -> list[str]:
     """The benchmarks the proxy runs among ``candidates`` (the tier's entries it must rank, in tier order):
     all (``None``), the first ``m`` (an int; more than there are: all), the named ones (each must be a
     candidate: :class:`ConfigError` naming it otherwise), or ``"auto"``: the tier's first benchmarks, as many as
     the whole budget lets every encoder train ``run_fraction`` of each one's full steps (one run per encoder and
-    benchmark; at least one benchmark). ``full_steps``: each candidate's full run steps (auto only)."""
+    benchmark; at least one benchmark). ``full_cost``: what each candidate's full run costs, in one unit for
+    all (seconds measured by :func:`gate.ranking.proxy.probe_costs`, or steps; auto only)."""
     if spec is None:
         return list(candidates)
     if spec == "auto":
-        if full_steps is None or budget is None or seeds is None or run_fraction is None:
-            raise ValueError("proxy_benchmarks=auto needs full_steps, budget, seeds and run_fraction")
-        steps = full_steps
+        if full_cost is None or budget is None or seeds is None or run_fraction is None:
+            raise ValueError("proxy_benchmarks=auto needs full_cost, budget, seeds and run_fraction")
+        steps = full_cost
         affordable = budget * seeds * sum(steps[b] for b in candidates) / run_fraction
         chosen, used = [], 0.0
         for b in candidates:
@@ -277,6 +282,7 @@ class RankResult:
     variants: dict[str, tuple[dict[str, BenchmarkRanking], Ledger]] = dataclasses.field(default_factory=dict)
     scores: dict[str, dict[str, dict[str, float]]] = dataclasses.field(default_factory=dict)
     not_run: list[str] = dataclasses.field(default_factory=list)   # benchmarks left to the others (proxy_benchmarks)
+    cost_basis: str = "steps"       # how the budget was split over the benchmarks: "steps" or "measured" (probes)
 
     def predicted(self, rankings: Mapping[str, BenchmarkRanking] | None = None) -> pd.DataFrame:
         """Encoders × benchmarks of the predicted rankings, higher is better (minus the position)."""
@@ -287,18 +293,24 @@ class RankResult:
 def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
               seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
               full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True,
-              chosen: Sequence[str] | None = None) -> tuple[dict[str, BenchmarkRanking], Ledger]:
-    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget spread over them
-    (:func:`gate.ranking.budget.subset_budget`). With ``rank_by_full``, a benchmark whose full runs are all
+              chosen: Sequence[str] | None = None, full_cost: Mapping[str, float] | None = None,
+              budget: float | None = None, probe_spent: Mapping[str, float] | None = None
+              ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
+    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget (``budget``, default
+    the request's) spread over them (:func:`gate.ranking.budget.subset_budget`, by ``full_cost``: the probes'
+    measured seconds, default each benchmark's steps). With ``rank_by_full``, a benchmark whose full runs are all
     stored is ranked by them at no cost; stored full runs' wall seconds (every seed) are the full cost the budget
     is taken of. A benchmark not chosen is not ranked; its full cost is the stored runs' seconds or, per encoder,
-    the estimate on the chosen benchmarks scaled by full steps."""
+    the estimate on the chosen benchmarks scaled by ``full_cost``. ``probe_spent``: the cost probes' seconds,
+    charged to the ledger."""
     ledger = Ledger()
+    for item, seconds in (probe_spent or {}).items():
+        ledger.spend(item, seconds)
     rankings: dict[str, BenchmarkRanking] = {}
     candidates = proxy_candidates(entries, full, plan.encoders, rank_by_full)
     chosen = list(candidates) if chosen is None else [b for b in candidates if b in chosen]
-    steps = entry_steps({b: entries[b] for b in candidates})
-    budget = subset_budget(request.budget, steps, chosen)
+    cost = dict(full_cost) if full_cost else entry_steps({b: entries[b] for b in candidates})
+    budget = subset_budget(request.budget if budget is None else budget, cost, chosen)
 
     def stored_wall(bench: str) -> dict[str, float]:
         if full is None or not full.complete(bench, plan.encoders) or \
@@ -322,13 +334,13 @@ def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext
                                         ledger=ledger, seed_scores=seeds,
                                         score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0,
                                         known_full=stored_wall(bench))
-    ran = sum(steps[b] for b in chosen)
+    ran = sum(cost[b] for b in chosen)
     for bench in (b for b in candidates if b not in chosen):
         known = stored_wall(bench)
         for enc in plan.encoders:
             key = f"{enc} × {bench}"
             mine = sum(ledger.estimated.get(f"{enc} × {b}", 0.0) for b in chosen)
-            ledger.estimated[key] = mine * steps[bench] / ran if ran else 0.0
+            ledger.estimated[key] = mine * cost[bench] / ran if ran else 0.0
             ledger.full[key] = known.get(key) or ledger.estimated[key]
     return rankings, ledger
 
@@ -447,6 +459,31 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     return files
 
 
+def measured_costs(plan: Any, entries: Mapping[str, Sequence[Any]], candidates: Sequence[str], ctx: ProxyContext,
+                   request: Request) -> tuple[dict[str, float], dict[str, float], float]:
+    """How the budget is split over the benchmarks: ``(full cost per benchmark, probe seconds, budget left)``.
+    Only a proxy on a subset of two or more candidates needs the benchmarks' relative costs (on all of them each
+    gets the same fraction of its own cost); there, with ``cost_probe_steps`` > 0, they are measured
+    (:func:`gate.ranking.proxy.probe_costs`) and the probes' share of the tier (the first encoder's costs standing
+    for every encoder's) comes off the budget. Otherwise the costs are the benchmarks' steps."""
+    steps: dict[str, float] = {b: float(s) for b, s in entry_steps({b: entries[b] for b in candidates}).items()}
+    if not request.cost_probe_steps or request.proxy_benchmarks is None or len(candidates) < 2:
+        return steps, {}, request.budget
+    cost, spent = probe_costs(entries, candidates, ctx, request.cost_probe_steps)
+    tier_seconds = sum(cost.values()) * len(plan.encoders) * len(plan.tier.seeds)
+    share = sum(spent.values()) / tier_seconds
+    if share >= request.budget:
+        raise ConfigError(f"budget={request.budget} does not cover measuring the benchmarks' costs: the "
+                          f"{len(spent)} cost probes took {share:.3f} of the tier's estimated compute; raise the budget "
+                          f"or set cost_probe_steps=0 (split by steps, unmeasured)")
+    rel = {b: cost[b] / cost[candidates[0]] for b in candidates}
+    ctx.echo(f"[gate] rank  measured cost per full run, relative to {candidates[0]}: "
+             + ", ".join(f"{b} {v:.2f}×" for b, v in rel.items())
+             + f"; the probes took {share:.3f} of the tier, the runs get the rest ({request.budget - share:.3f})",
+             flush=True)
+    return cost, spent, request.budget - share
+
+
 def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
               compose_score: Callable[[list[str]], Any] | None = None,
               run_score: Callable[[Any], Any] | None = None, validate: bool = True,
@@ -460,8 +497,9 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     records = ctx.records()
     full = read_full(plan, records, list(entries))
     candidates = proxy_candidates(entries, full, plan.encoders, request.use_full_runs)
-    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_steps=entry_steps(entries),
-                               budget=request.budget, seeds=len(plan.tier.seeds), run_fraction=request.run_fraction)
+    full_cost, probe_spent, budget = measured_costs(plan, entries, candidates, ctx, request)
+    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_cost=full_cost, budget=budget,
+                               seeds=len(plan.tier.seeds), run_fraction=request.run_fraction)
     if len(chosen) < len(candidates):
         ctx.echo(f"[gate] rank  the proxy runs on {len(chosen)} of the {len(candidates)} benchmarks it ranks "
                  f"({', '.join(chosen)}), with the tier's whole budget; the tier ranking is their mean rank",
@@ -482,15 +520,18 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
     scores, _ = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
     scores = {**scores, **seed_values}
+    split = {"full_cost": full_cost, "budget": budget, "probe_spent": probe_spent}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
-                                 rank_by_full=request.use_full_runs, chosen=chosen)
+                                 rank_by_full=request.use_full_runs, chosen=chosen, **split)
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
-                        scores=scores, not_run=[b for b in candidates if b not in chosen])
+                        scores=scores, not_run=[b for b in candidates if b not in chosen],
+                        cost_basis="measured" if probe_spent else "steps")
     if validate and validated:
         if request.seed_scores and proxy_without_scores:
             result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full, use_scores=False,
-                                                             rank_by_full=request.use_full_runs, chosen=chosen)
+                                                             rank_by_full=request.use_full_runs, chosen=chosen,
+                                                             **split)
         result.validation = validate_against_full(result, plan, request, validated)
         result.ceiling = ceilings(full, validated)
     return result

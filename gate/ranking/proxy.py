@@ -247,6 +247,39 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
                             order, tuple((seed_scores or {}).keys()))
 
 
+def probe_costs(entries: Mapping[str, Sequence[Any]], benchmarks: Sequence[str], ctx: ProxyContext,
+                steps: int) -> tuple[dict[str, float], dict[str, float]]:
+    """What a full run of each benchmark costs, measured: the pool's first encoder trains ``steps`` steps of the
+    benchmark's own protocol (an ordinary gate-run experiment, stored: a rerun reads it back) and its full run is
+    estimated as the probe's overhead + full steps × its seconds per step (:meth:`RunCost.full_estimate`).
+    Benchmarks of one tier differ per step (a segmentation decoder, a video's frames), so a budget split by
+    steps alone spends more seconds than planned on a costly benchmark (measured: 0.116 at budget 0.1 on a tier
+    whose first benchmark was segmentation). Returns (seconds per benchmark, seconds each probe took)."""
+    from gate.engine.build import resolved_config
+    from gate.results import experiment_id
+
+    cost: dict[str, float] = {}
+    spent: dict[str, float] = {}
+    for bench in benchmarks:
+        exp = entries[bench][0]
+        full_steps = int(exp.config["trainer"]["max_steps"])
+        n = max(1, min(steps, full_steps))
+        cfg = ctx.compose([*exp.overrides, *rung_overrides(n, n, "none")])
+        exp_id = experiment_id(resolved_config(cfg), "finetune")
+        stored = _stored(ctx.records(), exp_id)
+        if not stored:
+            ctx.echo(f"[gate] rank  {bench}: measuring its cost ({exp.encoder}, {n} steps)", flush=True)
+            ctx.run(cfg)
+            stored = _stored(ctx.records(), exp_id)
+        facts = next((r.get("facts") for r in stored if r.get("facts")), None)
+        run = RunCost.from_facts(facts or {})
+        if not (math.isfinite(run.wall_seconds) and run.trained_steps > 0 and run.seconds_per_step > 0):
+            raise GateError(f"{exp.encoder} × {bench}: the cost probe (experiment {exp_id}) recorded no step times")
+        cost[bench] = run.full_estimate(full_steps)
+        spent[f"probe {exp_id}"] = run.wall_seconds
+    return cost, spent
+
+
 def _stored(records: Sequence[Mapping[str, Any]], exp_id: str) -> list[dict[str, Any]]:
     return [dict(r) for r in records if r.get("experiment") == exp_id and r.get("kind") == "finetune"]
 

@@ -61,6 +61,7 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
                  f"~{led.full_seconds / 60:.1f} min (its stored runs where they exist, else estimated from the proxy's own "
                  f"step times, a lower bound) → <b>{led.fraction:.3f}</b> of it ({led.estimated_fraction:.3f} of the "
                  f"estimate alone). "
+                 f"{'<b>' + html.escape(led.overrun(request.budget)) + '.</b> ' if led.overrun(request.budget) else ''}"
                  f"{'One run per encoder' if request.max_rungs == 1 else f'Successive halving (eta={request.eta})'} on "
                  f"each benchmark's validation monitor"
                  f"{'; rung 0 seeded by ' + ', '.join(request.seed_scores) if request.seed_scores else ''}"
