@@ -280,8 +280,8 @@ def test_auto_picks_the_tiers_first_benchmarks_that_the_budget_runs_at_run_fract
 
 def test_a_subset_proxy_splits_the_budget_by_the_measured_cost_of_each_benchmark(tmp_path):
     """A tier whose first benchmark costs 3 s a step and whose second 1 s: split by steps, the proxy on the first
-    spends 0.15 of the tier's seconds at budget 0.1 (and the ledger flags it); measured by 4-step probes, it spends
-    0.1, probes included."""
+    spends 0.15 of the tier's seconds at budget 0.1 (and the ledger flags it); measured by 2-step probes, it spends
+    less than 0.1, probes included."""
     from gate.ranking.pipeline import choose_benchmarks, measured_costs, run_proxy
 
     names = list("abcd")
@@ -310,31 +310,36 @@ def test_a_subset_proxy_splits_the_budget_by_the_measured_cost_of_each_benchmark
     rankings, ledger, fake, _, cost, budget = proxy(0)
     assert cost == {"q": 40.0, "p": 40.0} and budget == pytest.approx(0.1) and rankings["q"].steps == (8,)
     assert ledger.estimated["a × p"] == pytest.approx(120.0)  # p's cost guessed from q's step times: 3× too high
-    # measured: q's full run costs 120 s, p's 40 s; the probes took 4 × 3 + 4 × 1 = 16 s = 0.025 of the 640 s tier
-    rankings, ledger, fake, lines, cost, budget = proxy(4)
-    assert cost == {"q": pytest.approx(120.0), "p": pytest.approx(40.0)} and budget == pytest.approx(0.075)
-    assert [c for c in fake.calls if c[0] == "a"][:2] == [("a", 4, 0), ("a", 4, 0)]  # the first encoder probes both
+    assert ledger.spent_seconds == pytest.approx(96.0)  # 0.15 of the true 640 s
+    known = Ledger(ledger.spent, {**ledger.full, **{f"{n} × p": 40.0 for n in names}}, ledger.estimated)
+    assert known.fraction == pytest.approx(0.15) and known.overrun(0.1).startswith("OVER THE BUDGET: 0.150")
+    # measured: q's full run costs 120 s, p's 40 s; the probes took 2 × 3 + 2 × 1 = 8 s = 0.0125 of the 640 s tier
+    rankings, ledger, fake, lines, cost, budget = proxy(2)
+    assert cost == {"q": pytest.approx(120.0), "p": pytest.approx(40.0)} and budget == pytest.approx(0.0875)
+    assert [c for c in fake.calls if c[0] == "a"][:2] == [("a", 2, 0), ("a", 2, 0)]  # the first encoder probes both
     assert any("measured cost per full run" in x and "p 0.33×" in x for x in lines)
-    # q gets 0.075 × 160 / 120 = 0.1 of its own 4 × 120 s: 4 steps each; the ledger holds probes and runs
+    # q gets 0.0875 × 160 / 120 = 0.117 of its own 4 × 120 s: 4 steps each (4.67 rounded down); the ledger holds
+    # probes and runs
     assert rankings["q"].steps == (4,) and list(rankings) == ["q"]
-    assert ledger.spent_seconds == pytest.approx(16 + 4 * 4 * 3.0)
+    assert ledger.spent_seconds == pytest.approx(8 + 4 * 4 * 3.0)
     assert ledger.estimated["a × p"] == pytest.approx(40.0)  # p's cost scaled by its measured cost, not its steps
-    assert ledger.fraction == pytest.approx(0.1) and ledger.overrun(0.1) == ""
+    assert ledger.fraction == pytest.approx(56 / 640) and ledger.overrun(0.1) == ""
     # a probe already stored is read back, not rerun
     n = len(fake.calls)
     measured_costs(Plan, entries, ["q", "p"], ProxyContext(fake.compose, fake.run, lambda: list(fake.records),
-                                                           tmp_path / "runs4", echo=lambda *a, **k: None),
+                                                           tmp_path / "runs2", echo=lambda *a, **k: None),
                    Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
-                           proxy_benchmarks="auto", cost_probe_steps=4))
+                           proxy_benchmarks="auto", cost_probe_steps=2))
     assert len(fake.calls) == n
 
 
-def test_a_budget_the_cost_probes_would_use_up_is_one_line_not_a_run(tmp_path):
-    from gate.errors import ConfigError
+def test_probes_that_would_eat_the_budget_stop_after_the_first_and_the_split_falls_back_to_steps(tmp_path):
+    """Runs of 4 steps whose build costs 2 s: one probe (6 s of a 3 × 6 s full run) says all three would take 1/3
+    of the tier, more than a quarter of budget 0.1: probing stops, the split is by steps, the probe is counted."""
     from gate.ranking.pipeline import measured_costs
 
     names = list("abc")
-    entries = {"q": experiments(names, "q", steps=4), "p": experiments(names, "p", steps=4)}
+    entries = {b: experiments(names, b, steps=4) for b in ("q", "p", "r")}
 
     class Plan:
         encoders = tuple(names)
@@ -343,8 +348,12 @@ def test_a_budget_the_cost_probes_would_use_up_is_one_line_not_a_run(tmp_path):
             seeds = (0,)
 
     fake = FakeGateRun(tmp_path / "runs", overhead=2.0)
-    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    lines = []
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs",
+                       echo=lambda *a, **k: lines.append(" ".join(map(str, a))))
     request = Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
                       proxy_benchmarks="auto", cost_probe_steps=4)
-    with pytest.raises(ConfigError, match=r"budget=0.1 does not cover measuring the benchmarks' costs.*cost_probe_steps=0"):
-        measured_costs(Plan, entries, ["q", "p"], ctx, request)
+    cost, spent, budget = measured_costs(Plan, entries, ["q", "p", "r"], ctx, request)
+    assert cost == {"q": 4.0, "p": 4.0, "r": 4.0} and len(fake.calls) == 1 and len(spent) == 1
+    assert budget == pytest.approx(0.1 - 6.0 / (3 * 3 * 6.0))  # the one probe's share of the tier comes off
+    assert any("measuring every benchmark's cost would take ~0.333" in x and "split by steps" in x for x in lines)

@@ -465,17 +465,26 @@ def measured_costs(plan: Any, entries: Mapping[str, Sequence[Any]], candidates: 
     Only a proxy on a subset of two or more candidates needs the benchmarks' relative costs (on all of them each
     gets the same fraction of its own cost); there, with ``cost_probe_steps`` > 0, they are measured
     (:func:`gate.ranking.proxy.probe_costs`) and the probes' share of the tier (the first encoder's costs standing
-    for every encoder's) comes off the budget. Otherwise the costs are the benchmarks' steps."""
+    for every encoder's) comes off the budget. Otherwise the costs are the benchmarks' steps.
+
+    The first probe tells what all of them would take; where that is more than a quarter of the budget (a tier of
+    runs so short that building a model costs as much as training it, like the CPU demo), probing stops there and
+    the split is by steps, said in one line."""
     steps: dict[str, float] = {b: float(s) for b, s in entry_steps({b: entries[b] for b in candidates}).items()}
     if not request.cost_probe_steps or request.proxy_benchmarks is None or len(candidates) < 2:
         return steps, {}, request.budget
-    cost, spent = probe_costs(entries, candidates, ctx, request.cost_probe_steps)
-    tier_seconds = sum(cost.values()) * len(plan.encoders) * len(plan.tier.seeds)
-    share = sum(spent.values()) / tier_seconds
-    if share >= request.budget:
-        raise ConfigError(f"budget={request.budget} does not cover measuring the benchmarks' costs: the "
-                          f"{len(spent)} cost probes took {share:.3f} of the tier's estimated compute; raise the budget "
-                          f"or set cost_probe_steps=0 (split by steps, unmeasured)")
+    runs = len(plan.encoders) * len(plan.tier.seeds)
+    first_cost, first_spent = probe_costs(entries, candidates[:1], ctx, request.cost_probe_steps)
+    c0, w0 = first_cost[candidates[0]], sum(first_spent.values())
+    projected = w0 * len(candidates) / (c0 * runs * sum(steps.values()) / steps[candidates[0]])
+    if projected > request.budget / 4:
+        share = w0 / (c0 * runs * sum(steps.values()) / steps[candidates[0]])
+        ctx.echo(f"[gate] rank  measuring every benchmark's cost would take ~{projected:.3f} of the tier (more than "
+                 f"a quarter of budget={request.budget}): the budget is split by steps, unmeasured", flush=True)
+        return steps, first_spent, request.budget - share
+    rest_cost, rest_spent = probe_costs(entries, candidates[1:], ctx, request.cost_probe_steps)
+    cost, spent = {**first_cost, **rest_cost}, {**first_spent, **rest_spent}
+    share = sum(spent.values()) / (sum(cost.values()) * runs)
     rel = {b: cost[b] / cost[candidates[0]] for b in candidates}
     ctx.echo(f"[gate] rank  measured cost per full run, relative to {candidates[0]}: "
              + ", ".join(f"{b} {v:.2f}×" for b, v in rel.items())
@@ -526,7 +535,7 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
                         scores=scores, not_run=[b for b in candidates if b not in chosen],
-                        cost_basis="measured" if probe_spent else "steps")
+                        cost_basis="measured" if len(probe_spent) == len(candidates) else "steps")
     if validate and validated:
         if request.seed_scores and proxy_without_scores:
             result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full, use_scores=False,
