@@ -165,8 +165,8 @@ class Ledger:
         if not math.isfinite(self.fraction) or self.fraction <= budget * 1.01:
             return ""
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={budget} (the plan counts "
-                f"training steps: benchmarks that cost more per step than the tier's mean, or short runs whose fixed "
-                f"cost is a large part of them, spend more seconds than steps)")
+                f"training steps: a run's fixed cost, the cost probes and score feature passes are outside it, and so "
+                f"is a benchmark's cost per step where it was not measured)")
 
     def merged(self, other: Ledger) -> Ledger:
         """A ledger with both ledgers' items; an item in both (a shared run) counts once."""
