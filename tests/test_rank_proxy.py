@@ -300,11 +300,11 @@ def test_a_subset_proxy_splits_the_budget_by_the_measured_cost_of_each_benchmark
                            echo=lambda *a, **k: lines.append(" ".join(map(str, a))))
         request = Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
                           proxy_benchmarks="auto", max_rungs=1, run_fraction=0.67, cost_probe_steps=probe_steps)
-        cost, spent, budget = measured_costs(Plan, entries, ["q", "p"], ctx, request)
-        chosen = choose_benchmarks(["q", "p"], "auto", full_cost=cost, budget=budget, seeds=1, run_fraction=0.67)
-        rankings, ledger = run_proxy(Plan, entries, ctx, request, {}, {}, None, chosen=chosen, full_cost=cost,
-                                     budget=budget, probe_spent=spent)
-        return rankings, ledger, fake, lines, cost, budget
+        split = measured_costs(Plan, entries, ["q", "p"], ctx, request)
+        chosen = choose_benchmarks(["q", "p"], "auto", full_cost=split.full_cost, budget=split.budget, seeds=1,
+                                   run_fraction=0.67)
+        rankings, ledger = run_proxy(Plan, entries, ctx, request, {}, {}, None, chosen=chosen, split=split)
+        return rankings, ledger, fake, lines, split.full_cost, split.budget
 
     # by steps (no probe): q gets the tier's 0.1 × 80 steps-worth = 8 steps × 4 encoders at 3 s: 96 s of 640
     rankings, ledger, fake, _, cost, budget = proxy(0)
@@ -353,7 +353,40 @@ def test_probes_that_would_eat_the_budget_stop_after_the_first_and_the_split_fal
                        echo=lambda *a, **k: lines.append(" ".join(map(str, a))))
     request = Request(None, tuple(names), 0.1, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
                       proxy_benchmarks="auto", cost_probe_steps=4)
-    cost, spent, budget = measured_costs(Plan, entries, ["q", "p", "r"], ctx, request)
-    assert cost == {"q": 4.0, "p": 4.0, "r": 4.0} and len(fake.calls) == 1 and len(spent) == 1
-    assert budget == pytest.approx(0.1 - 6.0 / (3 * 3 * 6.0))  # the one probe's share of the tier comes off
+    split = measured_costs(Plan, entries, ["q", "p", "r"], ctx, request)
+    assert split.full_cost == {"q": 4.0, "p": 4.0, "r": 4.0} and len(fake.calls) == 1 and len(split.probe_spent) == 1
+    assert split.budget == pytest.approx(0.1 - 6.0 / (3 * 3 * 6.0))  # the one probe's share of the tier comes off
+    assert split.overhead_steps == {"q": pytest.approx(2.0)} and not split.measured  # q's plan still charges it
     assert any("measuring every benchmark's cost would take ~0.333" in x and "split by steps" in x for x in lines)
+
+
+def test_the_measured_fixed_cost_of_a_run_is_charged_in_the_plan(tmp_path):
+    """Runs that cost 6 s to build and validate and 1 s a step: the probes measure both; the chosen benchmark's
+    plan charges 6 steps per run (and per full run in what the budget is taken of), so the proxy ends within its
+    budget (0.294 of 0.3) where the steps alone would have given 20-step runs and 0.326."""
+    from gate.ranking.pipeline import choose_benchmarks, measured_costs, run_proxy
+
+    names = list("abcd")
+    entries = {"q": experiments(names, "q"), "p": experiments(names, "p")}
+
+    class Plan:
+        encoders = tuple(names)
+
+        class tier:
+            seeds = (0,)
+
+    fake = FakeGateRun(tmp_path / "runs", seconds_per_step=1.0, overhead=6.0)
+    ctx = ProxyContext(fake.compose, fake.run, lambda: list(fake.records), tmp_path / "runs", echo=lambda *a, **k: None)
+    request = Request(None, tuple(names), 0.3, eta=2, overhead_steps=0, n_boot=0, use_full_runs=True,
+                      proxy_benchmarks="auto", max_rungs=1, run_fraction=0.67, cost_probe_steps=2)
+    split = measured_costs(Plan, entries, ["q", "p"], ctx, request)
+    assert split.measured and split.overhead_steps == {"q": pytest.approx(6.0), "p": pytest.approx(6.0)}
+    assert split.full_cost == {"q": pytest.approx(46.0), "p": pytest.approx(46.0)}
+    assert split.budget == pytest.approx(0.3 - 16 / 368)
+    chosen = choose_benchmarks(["q", "p"], "auto", full_cost=split.full_cost, budget=split.budget, seeds=1,
+                               run_fraction=0.67)
+    rankings, ledger = run_proxy(Plan, entries, ctx, request, {}, {}, None, chosen=chosen, split=split)
+    # q gets 0.513 of its 4 × (40 + 6): 4 (k + 6) <= 94.4 → k = 17
+    assert chosen == ["q"] and rankings["q"].steps == (17,)
+    assert ledger.spent_seconds == pytest.approx(16 + 4 * (6 + 17))
+    assert ledger.fraction == pytest.approx(108 / 368) and ledger.fraction <= 0.3 and ledger.overrun(0.3) == ""

@@ -60,7 +60,12 @@ def test_halving_schedule_fits_the_budget_and_refuses_one_too_small():
     # 8 encoders × 48 steps × 2 seeds at 0.1 = 76.8 steps; 16 r0 must fit → r0 = 4
     s = plan_schedule(8, 48, 2, 0.1, eta=2)
     assert (s.r0, s.steps, s.keeps) == (4, (4, 8, 16), (8, 4, 2)) and s.cost_steps <= s.budget_steps
-    assert plan_schedule(8, 48, 2, 0.1, eta=2, overhead_steps=1).r0 == 3  # 14 runs of overhead: 16 r0 + 14 <= 76.8
+    # a fixed cost per run of 3 steps: 14 runs pay it, and so does each of the 16 full runs the budget is taken of:
+    # 16 r0 + 14 × 3 <= 0.1 × 16 × (48 + 3) = 81.6 → r0 = 2
+    assert plan_schedule(8, 48, 2, 0.1, eta=2, overhead_steps=3).r0 == 2
+    # one run each with a fixed cost of 8 steps: 8 (k + 8) <= 0.1 × 16 × 56 = 89.6 → k = 3 (1 if the full runs'
+    # own fixed cost were left out of the budget)
+    assert plan_schedule(8, 48, 2, 0.1, overhead_steps=8, max_rungs=1).steps == (3,)
     with pytest.raises(ConfigError, match="budget=0.001 buys"):
         plan_schedule(8, 48, 1, 0.001)
     # one rung (max_rungs=1): every encoder the largest run that fits, 76.8 / 8 → 9 steps; two rungs: 8 r0 + 4 r0

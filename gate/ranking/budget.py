@@ -65,11 +65,13 @@ class Schedule:
 
 def plan_schedule(n: int, full_steps: int, seeds: int, budget: float, eta: int = 2,
                   overhead_steps: float = 0.0, max_rungs: int | None = None) -> Schedule:
-    """The largest first rung ``r0`` whose schedule fits ``budget × n × seeds × full_steps`` steps.
+    """The largest first rung ``r0`` whose schedule fits ``budget × n × seeds × (full_steps + overhead_steps)``
+    step equivalents: every run, a full one too, pays the fixed cost ``overhead_steps`` once (a full run pays
+    more — it validates more often and tests — so the fraction of the real full cost comes out lower).
 
     Raises :class:`ConfigError` when not even one step per encoder fits (the budget is too small)."""
     keeps = keep_counts(n, eta, max_rungs)
-    budget_steps = budget * n * seeds * full_steps
+    budget_steps = budget * n * seeds * (full_steps + overhead_steps)
     best = None
     for r0 in range(1, full_steps + 1):
         steps = rung_steps(r0, eta, len(keeps), full_steps)
@@ -160,13 +162,13 @@ class Ledger:
         """A warning when the seconds spent pass ``budget`` of the full tier (:attr:`fraction`: the stored full
         runs' seconds where they exist, else the estimate), else ''. The plan is in training steps: it takes a
         step to cost alike on every benchmark of the tier and leaves out a run's fixed cost (building,
-        validating), so a proxy on a benchmark that costs more per step than the tier's mean, or on many short
-        runs, can pass the budget — and says so."""
+        validating) unless a cost probe measured it, so a proxy on a benchmark that costs more per step than the
+        tier's mean, or on many short runs, can pass the budget — and says so."""
         if not math.isfinite(self.fraction) or self.fraction <= budget * 1.01:
             return ""
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={budget} (the plan counts "
-                f"training steps: a run's fixed cost, the cost probes and score feature passes are outside it, and so "
-                f"is a benchmark's cost per step where it was not measured)")
+                f"training steps, and a run's fixed cost where a probe measured it; the seeding scores' feature "
+                f"passes, and a benchmark's cost where it was not measured, are outside it)")
 
     def merged(self, other: Ledger) -> Ledger:
         """A ledger with both ledgers' items; an item in both (a shared run) counts once."""

@@ -22,7 +22,7 @@ import pandas as pd
 from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import stats
-from gate.ranking.budget import Ledger, subset_budget
+from gate.ranking.budget import Ledger, RunCost, subset_budget
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, probe_costs, run_benchmark
 
 MIN_ENCODERS = 3
@@ -293,24 +293,25 @@ class RankResult:
 def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
               seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
               full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True,
-              chosen: Sequence[str] | None = None, full_cost: Mapping[str, float] | None = None,
-              budget: float | None = None, probe_spent: Mapping[str, float] | None = None
+              chosen: Sequence[str] | None = None, split: BudgetSplit | None = None
               ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
-    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget (``budget``, default
-    the request's) spread over them (:func:`gate.ranking.budget.subset_budget`, by ``full_cost``: the probes'
-    measured seconds, default each benchmark's steps). With ``rank_by_full``, a benchmark whose full runs are all
-    stored is ranked by them at no cost; stored full runs' wall seconds (every seed) are the full cost the budget
-    is taken of. A benchmark not chosen is not ranked; its full cost is the stored runs' seconds or, per encoder,
-    the estimate on the chosen benchmarks scaled by ``full_cost``. ``probe_spent``: the cost probes' seconds,
-    charged to the ledger."""
+    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget (``split.budget``,
+    default the request's) spread over them (:func:`gate.ranking.budget.subset_budget`, by ``split.full_cost``:
+    the probes' measured seconds, default each benchmark's steps; :func:`measured_costs`). With
+    ``rank_by_full``, a benchmark whose full runs are all stored is ranked by them at no cost; stored full runs'
+    wall seconds (every seed) are the full cost the budget is taken of. A benchmark not chosen is not ranked; its
+    full cost is the stored runs' seconds or, per encoder, the estimate on the chosen benchmarks scaled by
+    ``split.full_cost``. The cost probes' seconds are charged to the ledger, and a benchmark's measured fixed
+    cost per run to its plan (at least ``request.overhead_steps``)."""
     ledger = Ledger()
-    for item, seconds in (probe_spent or {}).items():
+    for item, seconds in (split.probe_spent if split else {}).items():
         ledger.spend(item, seconds)
     rankings: dict[str, BenchmarkRanking] = {}
     candidates = proxy_candidates(entries, full, plan.encoders, rank_by_full)
     chosen = list(candidates) if chosen is None else [b for b in candidates if b in chosen]
-    cost = dict(full_cost) if full_cost else entry_steps({b: entries[b] for b in candidates})
-    budget = subset_budget(request.budget if budget is None else budget, cost, chosen)
+    cost = dict(split.full_cost) if split else entry_steps({b: entries[b] for b in candidates})
+    budget = subset_budget(split.budget if split else request.budget, cost, chosen)
+    measured_overhead = split.overhead_steps if split else {}
 
     def stored_wall(bench: str) -> dict[str, float]:
         if full is None or not full.complete(bench, plan.encoders) or \
@@ -330,7 +331,8 @@ def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext
         seeds = {s: seed_values[s][bench] for s in (request.seed_scores if use_scores else ())
                  if bench in seed_values.get(s, {})}
         rankings[bench] = run_benchmark(bench, exps, ctx, budget=budget, eta=request.eta, max_rungs=request.max_rungs,
-                                        overhead_steps=request.overhead_steps, full_seeds=len(plan.tier.seeds),
+                                        overhead_steps=max(request.overhead_steps, measured_overhead.get(bench, 0.0)),
+                                        full_seeds=len(plan.tier.seeds),
                                         ledger=ledger, seed_scores=seeds,
                                         score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0,
                                         known_full=stored_wall(bench))
@@ -459,38 +461,59 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     return files
 
 
+@dataclasses.dataclass(frozen=True)
+class BudgetSplit:
+    """How the tier's budget is spread: what each benchmark's full run costs (one unit for all: measured
+    seconds, or steps), the cost probes' seconds, the budget left for the runs, and each measured benchmark's
+    fixed cost of a run in its own steps (charged in its plan)."""
+
+    full_cost: dict[str, float]
+    probe_spent: dict[str, float]
+    budget: float
+    overhead_steps: dict[str, float]
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.probe_spent) and len(self.overhead_steps) == len(self.full_cost)
+
+
 def measured_costs(plan: Any, entries: Mapping[str, Sequence[Any]], candidates: Sequence[str], ctx: ProxyContext,
-                   request: Request) -> tuple[dict[str, float], dict[str, float], float]:
-    """How the budget is split over the benchmarks: ``(full cost per benchmark, probe seconds, budget left)``.
-    Only a proxy on a subset of two or more candidates needs the benchmarks' relative costs (on all of them each
-    gets the same fraction of its own cost); there, with ``cost_probe_steps`` > 0, they are measured
-    (:func:`gate.ranking.proxy.probe_costs`) and the probes' share of the tier (the first encoder's costs standing
-    for every encoder's) comes off the budget. Otherwise the costs are the benchmarks' steps.
+                   request: Request) -> BudgetSplit:
+    """How the budget is split over the benchmarks. Only a proxy on a subset of two or more candidates needs the
+    benchmarks' relative costs (on all of them each gets the same fraction of its own cost); there, with
+    ``cost_probe_steps`` > 0, they are measured (:func:`gate.ranking.proxy.probe_costs`), the probes' share of the
+    tier (the first encoder's costs standing for every encoder's) comes off the budget, and each probe's fixed
+    cost (building, validating: ``overhead / seconds per step``) is charged to every run of its benchmark's plan.
+    Otherwise the costs are the benchmarks' steps.
 
     The first probe tells what all of them would take; where that is more than a quarter of the budget (a tier of
     runs so short that building a model costs as much as training it, like the CPU demo), probing stops there and
-    the split is by steps, said in one line."""
-    steps: dict[str, float] = {b: float(s) for b, s in entry_steps({b: entries[b] for b in candidates}).items()}
+    the split is by steps, said in one line (the first benchmark's plan still charges the fixed cost measured)."""
+    steps = {b: float(s) for b, s in entry_steps({b: entries[b] for b in candidates}).items()}
     if not request.cost_probe_steps or request.proxy_benchmarks is None or len(candidates) < 2:
-        return steps, {}, request.budget
+        return BudgetSplit(steps, {}, request.budget, {})
     runs = len(plan.encoders) * len(plan.tier.seeds)
-    first_cost, first_spent = probe_costs(entries, candidates[:1], ctx, request.cost_probe_steps)
-    c0, w0 = first_cost[candidates[0]], sum(first_spent.values())
-    projected = w0 * len(candidates) / (c0 * runs * sum(steps.values()) / steps[candidates[0]])
-    if projected > request.budget / 4:
-        share = w0 / (c0 * runs * sum(steps.values()) / steps[candidates[0]])
-        ctx.echo(f"[gate] rank  measuring every benchmark's cost would take ~{projected:.3f} of the tier (more than "
-                 f"a quarter of budget={request.budget}): the budget is split by steps, unmeasured", flush=True)
-        return steps, first_spent, request.budget - share
-    rest_cost, rest_spent = probe_costs(entries, candidates[1:], ctx, request.cost_probe_steps)
-    cost, spent = {**first_cost, **rest_cost}, {**first_spent, **rest_spent}
+
+    def overhead(probes: Mapping[str, RunCost]) -> dict[str, float]:
+        return {b: c.overhead_seconds / c.seconds_per_step for b, c in probes.items()}
+
+    first, first_spent = probe_costs(entries, candidates[:1], ctx, request.cost_probe_steps)
+    c0, w0 = first[candidates[0]].full_estimate(int(steps[candidates[0]])), sum(first_spent.values())
+    tier0 = c0 * runs * sum(steps.values()) / steps[candidates[0]]  # the tier, scaled from the first by steps
+    if w0 * len(candidates) / tier0 > request.budget / 4:
+        ctx.echo(f"[gate] rank  measuring every benchmark's cost would take ~{w0 * len(candidates) / tier0:.3f} of "
+                 f"the tier (more than a quarter of budget={request.budget}): the budget is split by steps, "
+                 f"unmeasured", flush=True)
+        return BudgetSplit(steps, first_spent, request.budget - w0 / tier0, overhead(first))
+    rest, rest_spent = probe_costs(entries, candidates[1:], ctx, request.cost_probe_steps)
+    probes, spent = {**first, **rest}, {**first_spent, **rest_spent}
+    cost = {b: probes[b].full_estimate(int(steps[b])) for b in candidates}
     share = sum(spent.values()) / (sum(cost.values()) * runs)
-    rel = {b: cost[b] / cost[candidates[0]] for b in candidates}
     ctx.echo(f"[gate] rank  measured cost per full run, relative to {candidates[0]}: "
-             + ", ".join(f"{b} {v:.2f}×" for b, v in rel.items())
+             + ", ".join(f"{b} {cost[b] / cost[candidates[0]]:.2f}×" for b in candidates)
              + f"; the probes took {share:.3f} of the tier, the runs get the rest ({request.budget - share:.3f})",
              flush=True)
-    return cost, spent, request.budget - share
+    return BudgetSplit(cost, spent, request.budget - share, overhead(probes))
 
 
 def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
@@ -506,8 +529,8 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     records = ctx.records()
     full = read_full(plan, records, list(entries))
     candidates = proxy_candidates(entries, full, plan.encoders, request.use_full_runs)
-    full_cost, probe_spent, budget = measured_costs(plan, entries, candidates, ctx, request)
-    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_cost=full_cost, budget=budget,
+    split = measured_costs(plan, entries, candidates, ctx, request)
+    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_cost=split.full_cost, budget=split.budget,
                                seeds=len(plan.tier.seeds), run_fraction=request.run_fraction)
     if len(chosen) < len(candidates):
         ctx.echo(f"[gate] rank  the proxy runs on {len(chosen)} of the {len(candidates)} benchmarks it ranks "
@@ -529,18 +552,17 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
     scores, _ = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
     scores = {**scores, **seed_values}
-    split = {"full_cost": full_cost, "budget": budget, "probe_spent": probe_spent}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
-                                 rank_by_full=request.use_full_runs, chosen=chosen, **split)
+                                 rank_by_full=request.use_full_runs, chosen=chosen, split=split)
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
                         scores=scores, not_run=[b for b in candidates if b not in chosen],
-                        cost_basis="measured" if len(probe_spent) == len(candidates) else "steps")
+                        cost_basis="measured" if split.measured else "steps")
     if validate and validated:
         if request.seed_scores and proxy_without_scores:
             result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full, use_scores=False,
                                                              rank_by_full=request.use_full_runs, chosen=chosen,
-                                                             **split)
+                                                             split=split)
         result.validation = validate_against_full(result, plan, request, validated)
         result.ceiling = ceilings(full, validated)
     return result

@@ -248,17 +248,18 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
 
 
 def probe_costs(entries: Mapping[str, Sequence[Any]], benchmarks: Sequence[str], ctx: ProxyContext,
-                steps: int) -> tuple[dict[str, float], dict[str, float]]:
+                steps: int) -> tuple[dict[str, RunCost], dict[str, float]]:
     """What a full run of each benchmark costs, measured: the pool's first encoder trains ``steps`` steps of the
     benchmark's own protocol (an ordinary gate-run experiment, stored: a rerun reads it back) and its full run is
     estimated as the probe's overhead + full steps × its seconds per step (:meth:`RunCost.full_estimate`).
     Benchmarks of one tier differ per step (a segmentation decoder, a video's frames), so a budget split by
     steps alone spends more seconds than planned on a costly benchmark (measured: 0.116 at budget 0.1 on a tier
-    whose first benchmark was segmentation). Returns (seconds per benchmark, seconds each probe took)."""
+    whose first benchmark was segmentation). Returns (the probe's :class:`RunCost` per benchmark — its
+    ``full_estimate`` and its fixed cost in steps —, seconds each probe took)."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
 
-    cost: dict[str, float] = {}
+    cost: dict[str, RunCost] = {}
     spent: dict[str, float] = {}
     for bench in benchmarks:
         exp = entries[bench][0]
@@ -275,7 +276,7 @@ def probe_costs(entries: Mapping[str, Sequence[Any]], benchmarks: Sequence[str],
         run = RunCost.from_facts(facts or {})
         if not (math.isfinite(run.wall_seconds) and run.trained_steps > 0 and run.seconds_per_step > 0):
             raise GateError(f"{exp.encoder} × {bench}: the cost probe (experiment {exp_id}) recorded no step times")
-        cost[bench] = run.full_estimate(full_steps)
+        cost[bench] = run
         spent[f"probe {exp_id}"] = run.wall_seconds
     return cost, spent
 
