@@ -138,14 +138,14 @@ def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str]
     if spec == "auto":
         if full_cost is None or budget is None or seeds is None or run_fraction is None:
             raise ValueError("proxy_benchmarks=auto needs full_cost, budget, seeds and run_fraction")
-        steps = full_cost
-        affordable = budget * seeds * sum(steps[b] for b in candidates) / run_fraction
+        cost = full_cost
+        affordable = budget * seeds * sum(cost[b] for b in candidates) / run_fraction
         chosen, used = [], 0.0
         for b in candidates:
-            if chosen and used + steps[b] > affordable + 1e-9:
+            if chosen and used + cost[b] > affordable + 1e-9:
                 break
             chosen.append(b)
-            used += steps[b]
+            used += cost[b]
         return chosen
     if isinstance(spec, int):
         return list(candidates)[:spec]

@@ -181,15 +181,11 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
     state: dict[str, Any] = {"monitor": None, "hib": True}
 
     def evaluate(enc: str, k: int, steps: int, prev: int | None) -> float:
-        from gate.engine.build import resolved_config
-        from gate.results import experiment_id
-
         exp = by_enc[enc]
         # a survivor continues from its rung's checkpoint; nothing continues from the last planned rung (with one
         # rung: every run), so its checkpoints go once its records are stored (keep_checkpoints is not in the id)
         keep = "none" if k == len(schedule.steps) - 1 else "all"
-        cfg = ctx.compose([*exp.overrides, *rung_overrides(steps, r0, keep)])
-        exp_id = experiment_id(resolved_config(cfg), "finetune")
+        cfg, exp_id = _composed(ctx, exp, rung_overrides(steps, r0, keep))
         stored = _stored(ctx.records(), exp_id)
         was_stored = bool(stored)
         if not stored:
@@ -256,17 +252,13 @@ def probe_costs(entries: Mapping[str, Sequence[Any]], benchmarks: Sequence[str],
     steps alone spends more seconds than planned on a costly benchmark (measured: 0.116 at budget 0.1 on a tier
     whose first benchmark was segmentation). Returns (the probe's :class:`RunCost` per benchmark — its
     ``full_estimate`` and its fixed cost in steps —, seconds each probe took)."""
-    from gate.engine.build import resolved_config
-    from gate.results import experiment_id
-
     cost: dict[str, RunCost] = {}
     spent: dict[str, float] = {}
     for bench in benchmarks:
         exp = entries[bench][0]
         full_steps = int(exp.config["trainer"]["max_steps"])
         n = max(1, min(steps, full_steps))
-        cfg = ctx.compose([*exp.overrides, *rung_overrides(n, n, "none")])
-        exp_id = experiment_id(resolved_config(cfg), "finetune")
+        cfg, exp_id = _composed(ctx, exp, rung_overrides(n, n, "none"))
         stored = _stored(ctx.records(), exp_id)
         if not stored:
             ctx.echo(f"[gate] rank  {bench}: measuring its cost ({exp.encoder}, {n} steps)", flush=True)
@@ -285,8 +277,14 @@ def _stored(records: Sequence[Mapping[str, Any]], exp_id: str) -> list[dict[str,
     return [dict(r) for r in records if r.get("experiment") == exp_id and r.get("kind") == "finetune"]
 
 
-def _rung_id(ctx: ProxyContext, exp: Any, steps: int, r0: int) -> str:
+def _composed(ctx: ProxyContext, exp: Any, overrides: Sequence[str]) -> tuple[Any, str]:
+    """The gate-run config of ``exp`` with ``overrides`` after its own, and that experiment's id."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
 
-    return experiment_id(resolved_config(ctx.compose([*exp.overrides, *rung_overrides(steps, r0)])), "finetune")
+    cfg = ctx.compose([*exp.overrides, *overrides])
+    return cfg, experiment_id(resolved_config(cfg), "finetune")
+
+
+def _rung_id(ctx: ProxyContext, exp: Any, steps: int, r0: int) -> str:
+    return _composed(ctx, exp, rung_overrides(steps, r0))[1]
