@@ -166,6 +166,40 @@ def test_pascal_context_without_its_label_files_says_where_to_get_them(tmp_path)
     assert "59_labels.txt" in str(err.value) and "\n" not in str(err.value)
 
 
+def test_pascal_context_maps_the_official_59_names_to_their_labels_txt_ids(tmp_path):
+    """59_labels.txt spells three classes otherwise than labels.txt (diningtable/table, bedcloth/bedclothes,
+    clothes/cloth; the fixture carries both real lists): each maps to its labels.txt id, and ids outside the 59 whose
+    names resemble them (clothes tree, pool table, tableware, plant) are ignored."""
+    from scipy.io import loadmat
+
+    from gate.data.loaders.segmentation import pascal_context
+
+    segmentation.pascal_context(tmp_path)
+    ds = pascal_context(str(tmp_path), source_of("pascal_context"), cache_dir=None, mask_size=None)
+    # labels.txt id -> class (its line in 59_labels.txt, from 0): read off the two real lists by hand.
+    expected = {397: 10, 19: 51, 80: 27, 2: 0, 458: 58}
+    masks, seen = ds["train"].with_format("numpy"), set()
+    for i, mat in enumerate(sorted((tmp_path / "trainval").glob("*.mat"))):
+        raw = loadmat(mat)["LabelMap"]
+        seen |= set(np.unique(raw).tolist())
+        want = np.vectorize(lambda v: expected.get(int(v), 255))(raw)
+        assert np.array_equal(np.asarray(masks[i]["mask"]), want), mat.name
+    assert seen >= {*expected, 81, 304, 398, 293}  # the label maps hold every case above
+
+
+def test_pascal_context_lists_that_disagree_are_one_line_naming_the_file(tmp_path):
+    from gate.data.loaders.segmentation import pascal_context
+
+    segmentation.pascal_context(tmp_path)
+    names = tmp_path / "59_labels.txt"
+    names.write_text(names.read_text().replace("59: wood", "59: woodwork"))
+    with pytest.raises(GateError) as err:
+        pascal_context(str(tmp_path), source_of("pascal_context"), cache_dir=None)
+    message = str(err.value)
+    assert "\n" not in message and str(names) in message and "woodwork" in message
+    assert "labels.txt" in message and "re-download" not in message
+
+
 # ------------------------------------------------------------------------------------------ schema evidence
 def _pool_keys() -> list[str]:
     import csv

@@ -157,26 +157,89 @@ def nyu(root: Path) -> dict:
     return dict(OVERRIDES)
 
 
+#: labels.txt of trainval.tar.gz, the 459 names in id order (1-based), as the real download spells them: copied from
+#: shelhamer/fcn.berkeleyvision.org data/pascal-context/classes-400.txt (commit 98d4b38), the list the FCN reference
+#: data layer (pascalcontext_layers.py) reads as labels.txt ("<id>: <name>", names with spaces).
+PASCAL_CONTEXT_LABELS = (
+    "accordion, aeroplane, air conditioner, antenna, artillery, ashtray, atrium, baby carriage, bag, ball, "
+    "balloon, bamboo weaving, barrel, baseball bat, basket, basketball backboard, bathtub, bed, bedclothes, "
+    "beer, bell, bench, bicycle, binoculars, bird, bird cage, bird feeder, bird nest, blackboard, board, boat, "
+    "bone, book, bottle, bottle opener, bowl, box, bracelet, brick, bridge, broom, brush, bucket, building, bus, "
+    "cabinet, cabinet door, cage, cake, calculator, calendar, camel, camera, camera lens, can, candle, "
+    "candle holder, cap, car, card, cart, case, casette recorder, cash register, cat, cd, cd player, ceiling, "
+    "cell phone, cello, chain, chair, chessboard, chicken, chopstick, clip, clippers, clock, closet, cloth, "
+    "clothes tree, coffee, coffee machine, comb, computer, concrete, cone, container, control booth, controller, "
+    "cooker, copying machine, coral, cork, corkscrew, counter, court, cow, crabstick, crane, crate, cross, "
+    "crutch, cup, curtain, cushion, cutting board, dais, disc, disc case, dishwasher, dock, dog, dolphin, door, "
+    "drainer, dray, drink dispenser, drinking machine, drop, drug, drum, drum kit, duck, dumbbell, earphone, "
+    "earrings, egg, electric fan, electric iron, electric pot, electric saw, electronic keyboard, engine, "
+    "envelope, equipment, escalator, exhibition booth, extinguisher, eyeglass, fan, faucet, fax machine, fence, "
+    "ferris wheel, fire extinguisher, fire hydrant, fire place, fish, fish tank, fishbowl, fishing net, "
+    "fishing pole, flag, flagstaff, flame, flashlight, floor, flower, fly, foam, food, footbridge, forceps, "
+    "fork, forklift, fountain, fox, frame, fridge, frog, fruit, funnel, furnace, game controller, game machine, "
+    "gas cylinder, gas hood, gas stove, gift box, glass, glass marble, globe, glove, goal, grandstand, grass, "
+    "gravestone, ground, guardrail, guitar, gun, hammer, hand cart, handle, handrail, hanger, hard disk drive, "
+    "hat, hay, headphone, heater, helicopter, helmet, holder, hook, horse, horse-drawn carriage, "
+    "hot-air balloon, hydrovalve, ice, inflator pump, ipod, iron, ironing board, jar, kart, kettle, key, "
+    "keyboard, kitchen range, kite, knife, knife block, ladder, ladder truck, ladle, laptop, leaves, lid, "
+    "life buoy, light, light bulb, lighter, line, lion, lobster, lock, machine, mailbox, mannequin, map, mask, "
+    "mat, match book, mattress, menu, metal, meter box, microphone, microwave, mirror, missile, model, money, "
+    "monkey, mop, motorbike, mountain, mouse, mouse pad, musical instrument, napkin, net, newspaper, oar, "
+    "ornament, outlet, oven, oxygen bottle, pack, pan, paper, paper box, paper cutter, parachute, parasol, "
+    "parterre, patio, pelage, pen, pen container, pencil, person, photo, piano, picture, pig, pillar, pillow, "
+    "pipe, pitcher, plant, plastic, plate, platform, player, playground, pliers, plume, poker, poker chip, pole, "
+    "pool table, postcard, poster, pot, pottedplant, printer, projector, pumpkin, rabbit, racket, radiator, "
+    "radio, rail, rake, ramp, range hood, receiver, recorder, recreational machines, remote control, road, "
+    "robot, rock, rocket, rocking horse, rope, rug, ruler, runway, saddle, sand, saw, scale, scanner, scissors, "
+    "scoop, screen, screwdriver, sculpture, scythe, sewer, sewing machine, shed, sheep, shell, shelves, shoe, "
+    "shopping cart, shovel, sidecar, sidewalk, sign, signal light, sink, skateboard, ski, sky, sled, slippers, "
+    "smoke, snail, snake, snow, snowmobiles, sofa, spanner, spatula, speaker, speed bump, spice container, "
+    "spoon, sprayer, squirrel, stage, stair, stapler, stick, sticky note, stone, stool, stove, straw, stretcher, "
+    "sun, sunglass, sunshade, surveillance camera, swan, sweeper, swim ring, swimming pool, swing, switch, "
+    "table, tableware, tank, tap, tape, tarp, telephone, telephone booth, tent, tire, toaster, toilet, tong, "
+    "tool, toothbrush, towel, toy, toy car, track, train, trampoline, trash bin, tray, tree, tricycle, tripod, "
+    "trophy, truck, tube, turtle, tvmonitor, tweezers, typewriter, umbrella, unknown, vacuum cleaner, "
+    "vending machine, video camera, video game console, video player, video tape, violin, wakeboard, wall, "
+    "wallet, wardrobe, washing machine, watch, water, water dispenser, water pipe, water skate board, "
+    "watermelon, whale, wharf, wheel, wheelchair, window, window blinds, wineglass, wire, wood, wool"
+).split(", ")
+#: 59_labels.txt of the Pascal-Context page, the 59 classes in class order (ids 1..59), with its own spellings
+#: (diningtable, clothes, bedcloth where labels.txt has table, cloth, bedclothes): FCN's classes-59.txt (the same
+#: commit) without its "0: background" line, which 59_labels.txt cannot hold (pascalcontext_layers.py looks every
+#: 59_labels.txt name up in labels.txt, which has no background, and numbers the classes from 1 in file order).
+PASCAL_CONTEXT_59 = (
+    "aeroplane, bicycle, bird, boat, bottle, bus, car, cat, chair, cow, diningtable, dog, horse, motorbike, person, "
+    "pottedplant, sheep, sofa, train, tvmonitor, bag, bed, bench, book, building, cabinet, ceiling, clothes, "
+    "computer, cup, door, fence, floor, flower, food, grass, ground, keyboard, light, mountain, mouse, curtain, "
+    "platform, sign, plate, road, rock, shelves, sidewalk, sky, snow, bedcloth, track, tree, truck, wall, water, "
+    "window, wood"
+).split(", ")
+#: Raw labels.txt ids the fixture's label maps hold: the three classes spelt otherwise in 59_labels.txt (table 397,
+#: bedclothes 19, cloth 80), two ordinary ones (aeroplane 2, wood 458), and ids outside the 59 that a loose name
+#: match could take for them (0 unlabelled, clothes tree 81, pool table 304, tableware 398, plant 293).
+PASCAL_CONTEXT_RAW = (397, 19, 80, 2, 458, 0, 81, 304, 398, 293)
+
+
 def pascal_context(root: Path) -> dict:
     """VOCdevkit/VOC2010/JPEGImages/<id>.jpg + trainval/<id>.mat (LabelMap, 459-class ids), labels.txt, 59_labels.txt.
 
     Schema: trainval.tar.gz extracts to trainval/<id>.mat (LabelMap, uint16) and labels.txt ("<id>: <name>"
     lines, parsed so by Detectron2-style prepare_pascal_context_459.py scripts); 59_labels.txt is a separate
     download on the Pascal-Context page (https://cs.stanford.edu/~roozbeh/pascal-context/59_labels.txt); images
-    are VOC2010's VOCtrainval_03-May-2010.tar (VOCdevkit/VOC2010/JPEGImages)."""
+    are VOC2010's VOCtrainval_03-May-2010.tar (VOCdevkit/VOC2010/JPEGImages). The two name lists are the real
+    ones (:data:`PASCAL_CONTEXT_LABELS`, :data:`PASCAL_CONTEXT_59`)."""
     from scipy.io import savemat
 
     rng = _rng("pascal_context")
-    names = [f"class{k}" for k in range(1, 460)]
     root.mkdir(parents=True, exist_ok=True)
-    (root / "labels.txt").write_text("".join(f"{k}: {name}\n" for k, name in enumerate(names, 1)))
-    chosen = sorted(rng.choice(459, 59, replace=False) + 1)
-    (root / "59_labels.txt").write_text("".join(f"{k}: {names[raw - 1]}\n" for k, raw in enumerate(chosen, 1)))
+    (root / "labels.txt").write_text("".join(f"{k}: {name}\n" for k, name in enumerate(PASCAL_CONTEXT_LABELS, 1)))
+    (root / "59_labels.txt").write_text("".join(f"{k}: {name}\n" for k, name in enumerate(PASCAL_CONTEXT_59, 1)))
     for i in range(12):
         stem = f"2008_{i:06d}"
         save(rgb(rng), root / "VOCdevkit" / "VOC2010" / "JPEGImages" / f"{stem}.jpg")
         (root / "trainval").mkdir(exist_ok=True)
-        savemat(root / "trainval" / f"{stem}.mat", {"LabelMap": labels(rng, [0, *chosen[:8], 3, 4]).astype(np.uint16)})
+        raw = np.asarray(PASCAL_CONTEXT_RAW, np.uint16)[rng.integers(0, len(PASCAL_CONTEXT_RAW), (H, W))]
+        savemat(root / "trainval" / f"{stem}.mat", {"LabelMap": raw})
     return dict(OVERRIDES)
 
 

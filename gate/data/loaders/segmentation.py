@@ -282,6 +282,38 @@ def _label_names(path: Path) -> dict[int, str]:
 #: The class-name files the Pascal-Context loader reads, and the download (a ``source.urls`` entry's file name)
 #: each comes from: labels.txt ships inside the annotation tarball, 59_labels.txt is its own file on the page.
 PASCAL_CONTEXT_LABEL_FILES = {"labels.txt": "trainval.tar.gz", "59_labels.txt": "59_labels.txt"}
+#: 59_labels.txt names spelt otherwise in labels.txt, and the labels.txt name of each: the FCN reference data layer
+#: (shelhamer/fcn.berkeleyvision.org, pascalcontext_layers.py) maps them so, after dropping the spaces of both lists.
+PASCAL_CONTEXT_RENAMES = {"diningtable": "table", "bedcloth": "bedclothes", "clothes": "cloth"}
+#: The labels.txt ids of the 59 classes, as the Detail-API converters map them (the ``_mapping`` of
+#: mmsegmentation's tools/dataset_converters/pascal_context.py, less 0): the name mapping must land on these.
+PASCAL_CONTEXT_59_IDS = frozenset((2, 9, 18, 19, 22, 23, 25, 31, 33, 34, 44, 45, 46, 59, 65, 68, 72, 80, 85, 98, 104,
+                                   105, 113, 115, 144, 158, 159, 162, 187, 189, 207, 220, 232, 258, 259, 260, 284, 295,
+                                   296, 308, 324, 326, 347, 349, 354, 355, 360, 366, 368, 397, 415, 416, 420, 424, 427,
+                                   440, 445, 454, 458))
+
+
+def _pascal_context_ids(full: Mapping[int, str], short: Mapping[int, str], where: Path) -> list[int]:
+    """The labels.txt id of each 59_labels.txt class, in 59_labels.txt order: names compared without spaces, the
+    three the lists spell differently through :data:`PASCAL_CONTEXT_RENAMES` (as the FCN reference does). Lists
+    that do not give the standard 59 ids are one line naming the file: the numbers would not be Pascal-Context 59."""
+    def key(name: str) -> str:
+        return name.replace(" ", "")
+
+    by_name = {key(name): raw for raw, name in full.items()}
+    names = [key(short[k]) for k in sorted(short)]
+    unknown = [n for n in names if PASCAL_CONTEXT_RENAMES.get(n, n) not in by_name]
+    fix = ("use the 59_labels.txt of the Pascal-Context page and the labels.txt of its trainval.tar.gz (459 names), "
+           "unedited")
+    if unknown:
+        raise bad_copy("pascal_context", where, f"names {unknown[:3]} are not in labels.txt (nor renamed there: "
+                       f"{PASCAL_CONTEXT_RENAMES})", fix)
+    ids = [by_name[PASCAL_CONTEXT_RENAMES.get(n, n)] for n in names]
+    if set(ids) != PASCAL_CONTEXT_59_IDS or len(ids) != len(PASCAL_CONTEXT_59_IDS):
+        odd = sorted(set(ids) ^ PASCAL_CONTEXT_59_IDS)
+        raise bad_copy("pascal_context", where, f"its {len(ids)} names map to labels.txt ids that are not the standard "
+                       f"59 (differing: {odd[:5]})", fix)
+    return ids
 
 
 def pascal_context(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None,
@@ -289,18 +321,16 @@ def pascal_context(data_dir: str, source: Mapping[str, Any], cache_dir: str | No
     """Pascal-Context, 59 classes (the standard set; background and the other 400 classes ignored), official
     layout: VOC2010 images ``VOCdevkit/VOC2010/JPEGImages/<id>.jpg`` and the annotation tarball (trainval.tar.gz)
     ``trainval/<id>.mat`` (key ``LabelMap``: 459-class ids) with ``labels.txt`` (459 names), and
-    ``59_labels.txt`` (downloaded on its own, :data:`PASCAL_CONTEXT_LABEL_FILES`). The tarball has one labelled
-    pool, returned as ``train``; val and test come from ``dataset.splits``."""
+    ``59_labels.txt`` (downloaded on its own, :data:`PASCAL_CONTEXT_LABEL_FILES`), whose order is the class order
+    (:func:`_pascal_context_ids`). The tarball has one labelled pool, returned as ``train``; val and test come from
+    ``dataset.splits``."""
     from scipy.io import loadmat
 
     root = require(data_dir, "pascal_context", ["VOCdevkit/VOC2010/JPEGImages", "trainval",
                                                 *PASCAL_CONTEXT_LABEL_FILES], source)
-    full, short = _label_names(root / "labels.txt"), _label_names(root / "59_labels.txt")
-    by_name = {name: raw for raw, name in full.items()}
-    unknown = [n for n in short.values() if n not in by_name]
-    if unknown:
-        raise bad_copy("pascal_context", root / "59_labels.txt", f"names {unknown[:3]} are not in labels.txt")
-    lut = lookup_table([by_name[short[k]] for k in sorted(short)], IGNORE)
+    ids = _pascal_context_ids(_label_names(root / "labels.txt"), _label_names(root / "59_labels.txt"),
+                             root / "59_labels.txt")
+    lut = lookup_table(ids, IGNORE)
     pairs = []
     for mask in sorted((root / "trainval").glob("*.mat")):
         image = root / "VOCdevkit" / "VOC2010" / "JPEGImages" / f"{mask.stem}.jpg"
