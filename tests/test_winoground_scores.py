@@ -10,8 +10,10 @@ import datasets
 import pytest
 import torch
 from benchmark_fixtures import all_fixtures
+from torch.nn import functional as F
 
-from gate.adapters.contrastive import WinogroundScore, retrieval_target
+from gate.adapters.contrastive import INIT_TEMPERATURE, WinogroundScore, ZeroShotContrastive, retrieval_target
+from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.metrics import lookup
 
@@ -130,3 +132,81 @@ def test_pairs_cut_apart_are_refused_before_training(tmp_path, winoground_copy):
     with pytest.raises(ValueError, match=r"retrieval_candidates=5 is invalid for dataset 'winoground'.*must be even"):
         _built(tmp_path / "b", winoground_copy, ["adapter.retrieval_candidates=5"])  # refused as the data is built
     adapter.check_split(spec, "train", datasets.Dataset.from_dict(test.select([0, 2, 1]).to_dict()))  # train: shuffled
+
+
+# ------------------------------------------------------------------------------------------ bf16-mixed
+class TableText(GATEEncoder):
+    """A text tower whose caption ``i`` has row i of a fixed table as features (its one token holds i): the test
+    controls the similarities exactly. Under autocast it hands out bf16 features, as a real tower's bf16-mixed
+    forward does (the image features below too)."""
+
+    modalities = frozenset({"text"})
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.feature_dim = table.shape[1]
+        self.register_buffer("table", table)
+
+    def transform(self, modality, train):
+        return lambda caption: {"input_ids": torch.tensor([int(caption)]), "attention_mask": torch.tensor([1])}
+
+    def forward(self, batch):
+        features = self.table[batch["input_ids"][:, 0]]
+        return EncoderOutput(features=features.bfloat16() if torch.is_autocast_enabled("cpu") else features)
+
+
+def near_ties(examples: int = 32, dim: int = 64, seed: int = 0):
+    """Winoground examples whose own caption beats the other one by 0.001-0.004 in cosine, for both images and both
+    captions: below what bf16 resolves in a logit near 10 (its spacing there is 0.0625, i.e. 0.0044 in cosine at
+    CLIP's initial scale 1/0.07). Image a = v1, image b = v2, caption a = α v1 + β v2 + w / 2, caption b =
+    β v1 + α v2 + w / 2 (v1, v2, w orthonormal, α = β + margin), rounded to bf16 values, as a bf16 encoder hands
+    them out."""
+    g = torch.Generator().manual_seed(seed)
+    images, captions = [], []
+    for _ in range(examples):
+        v1, v2, w = torch.linalg.qr(torch.randn(dim, 3, generator=g))[0].T
+        beta = 0.7
+        alpha = beta + 0.001 + 0.003 * float(torch.rand(1, generator=g))
+        images += [v1, v2]
+        captions += [alpha * v1 + beta * v2 + w / 2, beta * v1 + alpha * v2 + w / 2]
+    return torch.stack(images).bfloat16().float(), torch.stack(captions).bfloat16().float()
+
+
+def test_bf16_mixed_gives_the_fp32_scores_on_near_ties():
+    """Under bf16-mixed (the GPU default) the head's similarities were bf16: near ties rounded to exact ties, which
+    Winoground's strict ">" and retrieval's "a wrong candidate at least as high ranks above" both count as failures
+    (issue 24). Here every example is right by construction, with margins below bf16's resolution: before, bf16
+    autocast gave winoground_text / image / group 0.344 and img2txt / txt2img acc@1 0.625 (fp32: all 1.0). The head
+    now computes them in fp32 under autocast: the same numbers, and those of a float64 computation from the same
+    inputs."""
+    from torch.utils.data import default_collate
+
+    from gate.data.spec import DatasetSpec
+
+    images, captions = near_ties()
+    dim, rows = images.shape[1], len(images)
+    spec = DatasetSpec(name="near_ties", modality="image", task="zero_shot", num_classes=1,
+                       targets={"caption": "caption", "id": "contrast_pair"})
+    adapter = ZeroShotContrastive(feature_dim=dim, text_tower=TableText(captions), spec=spec, embed_dim=dim,
+                                  retrieval_candidates=rows)
+    with torch.no_grad():  # identity projections: the logits are the scaled cosines of the inputs
+        for projection in (adapter.image_projection, adapter.text_projection):
+            projection.weight.copy_(torch.eye(dim))
+            projection.bias.zero_()
+    batch = default_collate([adapter.example_targets({"caption": i, "id": i // 2}) for i in range(rows)])
+    target = adapter.target(batch)
+
+    def evaluate(bf16: bool) -> dict[str, float]:
+        metrics = adapter.make_metrics()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = adapter(EncoderOutput(features=images.bfloat16() if bf16 else images), batch)
+            metrics.update(logits.float(), target)  # as GATEModel's evaluation step does
+        return {name: float(value) for name, value in metrics.compute().items()}
+
+    fp32, bf16 = evaluate(bf16=False), evaluate(bf16=True)
+    assert bf16 == fp32
+    exact = F.normalize(images.double(), dim=1) @ F.normalize(captions.double(), dim=1).t() / INIT_TEMPERATURE
+    reference = adapter.make_metrics()
+    reference.update(exact, target)
+    assert fp32 == pytest.approx({name: float(value) for name, value in reference.compute().items()}, abs=1e-9)
+    assert set(fp32.values()) == {1.0}  # every example is right: the margins survive the bf16 inputs

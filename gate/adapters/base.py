@@ -19,7 +19,7 @@ One module per task family; each declares what it needs from the encoder (:attr:
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,20 @@ def to_cpu(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return type(value)(to_cpu(v) for v in value)
     return value
+
+
+def float32(tensor: torch.Tensor) -> torch.Tensor:
+    """``tensor`` in at least float32 (float64 stays float64; bf16 and fp16 are widened)."""
+    return tensor.to(torch.promote_types(tensor.dtype, torch.float32))
+
+
+def in_float32(function: Callable[..., torch.Tensor], *tensors: torch.Tensor) -> torch.Tensor:
+    """``function(*tensors)`` with the tensors in at least float32 (:func:`float32`) and autocast off on their
+    device: for a head's computation whose precision decides a recorded number (distances, similarities compared
+    strictly), which ``bf16-mixed`` autocast would run in bf16 (8 significant bits). A parameter the function
+    applies must be cast to its inputs' dtype there (under ``bf16-true`` it is bf16)."""
+    with torch.autocast(device_type=tensors[0].device.type, enabled=False):
+        return function(*(float32(t) for t in tensors))
 
 
 def targets_equal(a: Target, b: Target) -> bool:

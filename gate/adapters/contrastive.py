@@ -10,8 +10,8 @@ Design (the GATE paper's zero-shot image-text family, Flickr30K / NYCC / Winogro
   measurement about the image encoder; false fine-tunes the whole tower with the run's recipe;
 * a learnable temperature: ``logit_scale`` = log(1/0.07) at initialisation, its exponential clamped to at
   most 100, as in CLIP (Radford et al. 2021);
-* predictions: the batch's (B, B) image x text similarity logits; loss: the symmetric CLIP loss (mean of the
-  image->text and text->image cross-entropies).
+* predictions: the batch's (B, B) image x text similarity logits, in fp32 under any autocast (:func:`embed`);
+  loss: the symmetric CLIP loss (mean of the image->text and text->image cross-entropies).
 
 Captions are tokenised on the data side (:meth:`ZeroShotContrastive.example_targets`, by the text tower's own
 transform) into ``caption_input_ids`` / ``caption_attention_mask`` (and a 63-bit ``caption_id`` hash of the
@@ -77,6 +77,7 @@ acc@k at 1.0, and from then on update only one of them).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import warnings
@@ -91,7 +92,7 @@ from torchmetrics import Metric, MetricCollection
 
 from ..encoders.base import GATEEncoder
 from ..families import TaskFamily, register_family
-from .base import Adapter
+from .base import Adapter, in_float32
 
 INIT_TEMPERATURE = 0.07
 MAX_LOGIT_SCALE = 100.0
@@ -121,6 +122,15 @@ def match_matrix(caption_ids: torch.Tensor, image_groups: torch.Tensor | None = 
         return same_caption
     same_image = image_groups[:, None] == image_groups[None, :]
     return (same_image.to(torch.float32) @ same_caption.to(torch.float32)) > 0
+
+
+def embed(projection: nn.Linear, features: torch.Tensor) -> torch.Tensor:
+    """``features`` projected and L2-normalised, in their dtype (called by :func:`~gate.adapters.base.in_float32`:
+    the projections, the normalisation and the similarity matmul run in fp32 even under ``bf16-mixed``, whose
+    rounding made near ties exact ties, which Winoground's strict ``>`` and retrieval's ties-count-against both
+    score as failures)."""
+    return F.normalize(F.linear(features, projection.weight.to(features.dtype), projection.bias.to(features.dtype)),
+                       dim=-1)
 
 
 # ------------------------------------------------------------------------------------------ candidate groups
@@ -449,12 +459,15 @@ class ZeroShotContrastive(Adapter):
             self.text_tower.eval()
         with torch.set_grad_enabled(torch.is_grad_enabled() and not self.freeze_text_tower):
             features = self.text_tower(text).features
-        return F.normalize(self.text_projection(features), dim=-1)
+        return in_float32(functools.partial(embed, self.text_projection), features)
+
+    def embed_image(self, features: torch.Tensor) -> torch.Tensor:
+        return in_float32(functools.partial(embed, self.image_projection), features)
 
     def forward(self, encoded, batch) -> torch.Tensor:
-        image = F.normalize(self.image_projection(encoded.features), dim=-1)
-        text = self.embed_text(batch)
-        return self.scale() * image @ text.t()
+        """The (B, B) image x text logits, in fp32 under any autocast (:func:`embed`)."""
+        image, text = self.embed_image(encoded.features), self.embed_text(batch)
+        return in_float32(lambda i, t: self.scale() * i @ t.t(), image, text)
 
     def target(self, batch) -> dict[str, torch.Tensor]:
         """The batch's target (:func:`retrieval_target`): query rows, match matrix, candidate groups (and

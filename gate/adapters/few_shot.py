@@ -51,7 +51,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torchmetrics import Metric, MetricCollection
 
 from ..families import TaskFamily, register_family
-from .base import Adapter
+from .base import Adapter, in_float32
 
 
 def prototypical_logits(support: torch.Tensor, support_label: torch.Tensor, query: torch.Tensor,
@@ -272,11 +272,9 @@ class ProtoNet(Adapter):
             features = self.projection(features)
         support_label = batch["support_label"]
         n_support = support_label.shape[0]
+        ways = int(batch["num_ways"])
         # Distances in fp32 even under mixed precision: squared norms of wide features overflow bf16 precision.
-        with torch.autocast(device_type=features.device.type, enabled=False):
-            features = features.float()
-            return prototypical_logits(features[:n_support], support_label, features[n_support:],
-                                       int(batch["num_ways"]))
+        return in_float32(lambda f: prototypical_logits(f[:n_support], support_label, f[n_support:], ways), features)
 
     def target(self, batch: Mapping[str, Any]) -> torch.Tensor:
         return batch["query_label"]
