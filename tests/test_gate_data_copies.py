@@ -185,8 +185,79 @@ def test_an_interrupted_url_fetch_resumes_without_downloading_finished_files_aga
     hub.fetch("toy", source, copy)
     assert opened == ["maps.zip", "train.csv", "train.csv"]  # the finished archive was kept
     state = hub.copy_state(copy)
-    assert state.state == "complete" and set(state.files) == {".downloads/maps.zip", ".downloads/train.csv",
-                                                               "maps/train2017/1.png", "annotations/train.csv"}
+    assert state.state == "complete" and set(state.files) == {"maps/train2017/1.png", "annotations/train.csv"}
+    assert set(state.downloads) == {".downloads/maps.zip", ".downloads/train.csv"}
+    assert state.downloads[".downloads/maps.zip"]["into"] == "maps"
+
+
+def test_a_record_from_before_downloads_were_kept_apart_does_not_need_them(tmp_path):
+    # gate before this change listed the .downloads/ archives among the copy's files.
+    (tmp_path / "maps").mkdir()
+    (tmp_path / "maps" / "1.png").write_bytes(b"png")
+    record = {"complete": True, "files": {".downloads/maps.zip": {"sha256": "0" * 64, "size": 22},
+                                          "maps/1.png": {"sha256": hub.sha256_of(tmp_path / "maps" / "1.png"),
+                                                         "size": 3}}}
+    (tmp_path / hub.SOURCE_FILE).write_text(json.dumps(record))
+    state = hub.copy_state(tmp_path)
+    assert state.state == "complete" and set(state.files) == {"maps/1.png"}
+    assert hub.verify_copy("toy", tmp_path) == (1, 3)
+    (tmp_path / "maps" / "1.png").unlink()
+    assert hub.copy_state(tmp_path).state == "damaged"
+
+
+@pytest.fixture
+def pascal_context_online(tmp_path, monkeypatch):
+    """pascal_context's three official URLs served from archives of its fixture (laid out as the config's
+    ``verified:`` says: the VOC2010 tar holds VOCdevkit/, trainval.tar.gz trainval/*.mat and labels.txt);
+    ``opened`` lists every URL fetched."""
+    import tarfile
+
+    from benchmark_fixtures import segmentation
+
+    made, served = tmp_path / "made", tmp_path / "served"
+    segmentation.pascal_context(made)
+    served.mkdir()
+    with tarfile.open(served / "VOCtrainval_03-May-2010.tar", "w") as tar:
+        tar.add(made / "VOCdevkit", "VOCdevkit")
+    with tarfile.open(served / "trainval.tar.gz", "w:gz") as tar:
+        tar.add(made / "trainval", "trainval")
+        tar.add(made / "labels.txt", "labels.txt")
+    (served / "59_labels.txt").write_bytes((made / "59_labels.txt").read_bytes())
+    opened = []
+
+    def urlopen(url, timeout):
+        opened.append(url)
+        return open(served / url.rsplit("/", 1)[-1], "rb")
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+    monkeypatch.setattr(hub, "is_offline", lambda: False)
+    return opened
+
+
+def test_deleting_the_downloaded_archives_after_extraction_keeps_the_copy_usable(tmp_path, capsys,
+                                                                                pascal_context_online):
+    """The archives in .downloads/ are only what the copy was extracted from: once the extracted files are recorded
+    (size and sha256), deleting them (CLEVR 18 GB, COCO ~20 GB) leaves a copy that lists as prepared, verifies and is
+    not downloaded again; a missing extracted file is still damage."""
+    import shutil
+
+    args = ["dataset=pascal_context", "dataset.paper_protocol.mask_size=32", f"paths.root={tmp_path}"]
+    copy = tmp_path / "data" / "pascal_context"
+    gate_data.main(["prepare", *args])
+    assert len(pascal_context_online) == 3 and (copy / hub.DOWNLOADS / "trainval.tar.gz").is_file()
+    shutil.rmtree(copy / hub.DOWNLOADS)
+    assert list_rows(capsys, *args)["pascal_context"]["status"] == "prepared"
+    assert hub.copy_state(copy).usable
+    gate_data.main(["verify", *args])
+    out = capsys.readouterr().out
+    assert "match the sha256 gate-data prepare recorded" in out and "matches the source" in out
+    assert "3 downloaded archives were deleted after extraction" in out
+    gate_data.main(["prepare", *args])
+    assert len(pascal_context_online) == 3  # nothing downloaded again
+    record = json.loads((copy / hub.SOURCE_FILE).read_text())
+    assert "trainval/2008_000000.mat" in record["files"] and "labels.txt" in record["files"]
+    (copy / "trainval" / "2008_000003.mat").unlink()  # an extracted file is the copy: its loss is damage
+    assert list_rows(capsys, *args)["pascal_context"]["status"].startswith("damaged")
 
 
 def test_a_network_error_is_one_line_with_how_to_get_the_copy(tmp_path, capsys, monkeypatch):

@@ -54,13 +54,13 @@ def do_list(overrides: Sequence[str]) -> None:
         cfg = compose([*overrides, f"dataset={key}"])
         status, facts = status_of(cfg)
         rows.append({**facts, "status": status})
+    data = cfg.paths.data  # from a composed dataset: overrides of dataset.* keys need one
     cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r[c]).ljust(width[c]) for c in cols))
-    print(f"[gate] {len(rows)} datasets; local copies under {compose(list(overrides)).paths.data}/<key> "
-          f"(or dataset.data_dir=...)")
+    print(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...)")
 
 
 def dataset_names(overrides: Sequence[str]) -> list[str]:

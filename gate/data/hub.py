@@ -32,8 +32,11 @@ disk is a :class:`~gate.errors.DatasetUnavailable` saying what to download, from
 
 A copy that ``gate-data prepare`` fetched carries a completion record, ``<data_dir>/.gate_source.json``: written
 (``complete: false``) before the first byte lands, and rewritten atomically, last, with ``complete: true`` and the
-size and sha256 of every file of the copy once the whole fetch ended (:func:`copy_state` reads it). A copy without
-the record is the user's own (laid out by hand, e.g. from Kaggle): usable, but with no hashes to verify.
+size and sha256 of every file of the copy once the whole fetch ended (:func:`copy_state` reads it). The archives a
+copy was extracted from (``.downloads/``, a hub source's ``unpack`` archives) are recorded apart, as ``downloads``:
+the extracted files are the copy and carry their own hashes, so deleting the archives leaves a usable, verifiable
+copy. A copy without the record is the user's own (laid out by hand, e.g. from Kaggle): usable, but with no hashes
+to verify.
 """
 
 from __future__ import annotations
@@ -303,8 +306,9 @@ def load_parquet(key: str, source: Mapping[str, Any], data_dir: str | os.PathLik
 class CopyState:
     """What is in a ``data_dir``: ``missing`` (nothing), ``incomplete`` (a fetch that did not end), ``damaged``
     (fetched completely, but a recorded file is gone or has another size now), ``complete`` (fetched by gate-data
-    prepare; ``files`` holds the recorded ``{relative path: {sha256, size}}``, empty for a record from before hashes
-    were kept) or ``user`` (no record: laid out by hand, nothing to verify against)."""
+    prepare; ``files`` holds the recorded ``{relative path: {sha256, size}}`` of the copy, empty for a record from
+    before hashes were kept, and ``downloads`` those of the archives it was extracted from, which may be deleted) or
+    ``user`` (no record: laid out by hand, nothing to verify against)."""
 
     state: str
     root: Path | None
@@ -327,7 +331,22 @@ class CopyState:
 
     @property
     def files(self) -> dict[str, dict]:
-        return dict(self.record.get("files") or {})
+        return record_parts(self.record)[0]
+
+    @property
+    def downloads(self) -> dict[str, dict]:
+        return record_parts(self.record)[1]
+
+
+def record_parts(record: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(files of the copy, downloads it was extracted from) of a completion record. A record from before downloads
+    were kept apart lists its ``.downloads/`` archives among the files: they are split off here (only
+    ``unpack: false`` left a file the copy needs in ``.downloads/``, and no packaged config uses it)."""
+    files = dict(record.get("files") or {})
+    if "downloads" in record:
+        return files, dict(record.get("downloads") or {})
+    return ({rel: f for rel, f in files.items() if not rel.startswith(f"{DOWNLOADS}/")},
+            {rel: f for rel, f in files.items() if rel.startswith(f"{DOWNLOADS}/")})
 
 
 def read_record(root: str | os.PathLike) -> dict | None:
@@ -360,7 +379,7 @@ def copy_state(data_dir: str | os.PathLike | None) -> CopyState:
         return CopyState("complete", root, record=record)
     if record.get("complete") is not True:
         return CopyState("incomplete", root, record.get("why") or "the download did not finish", record)
-    for rel, facts in sorted((record.get("files") or {}).items()):
+    for rel, facts in sorted(record_parts(record)[0].items()):  # the copy; its archives may be gone
         path = root / rel
         if not path.is_file():
             return CopyState("damaged", root, f"{path} is missing", record)
@@ -429,20 +448,25 @@ def hash_files(root: Path, rels: Sequence[str], desc: str, known: Mapping[str, M
 
 
 def verify_copy(key: str, data_dir: str | os.PathLike) -> tuple[int, int]:
-    """Re-hash every file the completion record lists; a GateError naming the first file missing, resized or
-    changed. Returns (files, bytes) checked. Sizes are compared first, so a truncated file fails at once."""
+    """Re-hash every file of the copy the completion record lists, and the recorded downloads still on disk (a
+    rerun of prepare would extract them again; deleted ones are not needed); a GateError naming the first file
+    missing, resized or changed. Returns (files, bytes) checked. Sizes are compared first, so a truncated file fails
+    at once."""
     state = copy_state(data_dir)
     if state.state == "missing":
         raise DatasetUnavailable(state.message(key))
     if not state.usable:
         raise GateError(state.message(key))
-    files = state.files
+    kept = {rel: f for rel, f in state.downloads.items() if (state.root / rel).is_file()}
+    files = {**kept, **state.files}
     if not files:
         return 0, 0
-    fix = f"delete it and rerun `gate-data prepare dataset={key}` to fetch it again"
     with _progress(sum(int(f["size"]) for f in files.values()), f"[gate] verifying {key}") as bar:
         for rel, facts in sorted(files.items()):
             if _sha256(state.root / rel, bar) != facts.get("sha256"):
+                fix = ("delete it: the copy extracted from it does not need it, and a later fetch would extract it "
+                       "again" if rel in kept else
+                       f"delete it and rerun `gate-data prepare dataset={key}` to fetch it again")
                 raise GateError(f"dataset {key!r}: {state.root / rel} changed since gate-data prepare fetched it (its "
                                 f"sha256 is not the recorded {facts.get('sha256')}); {fix}")
     return len(files), sum(int(f["size"]) for f in files.values())
@@ -474,7 +498,10 @@ class _Record:
 
     def __init__(self, key: str, source: Mapping[str, Any], root: Path):
         self.key, self.root, self.started = key, root, False
-        self.known = (read_record(root) or {}).get("files") or {}  # kept through the fetch: hashes to reuse
+        # kept through the fetch: hashes to reuse (a file whose size and mtime did not change is not read again)
+        self.known_files, self.known_downloads = record_parts(read_record(root) or {})
+        self.downloads: dict[str, dict] = {}  # {relative path: {url or from, into}} of the archives extracted
+        self.kept: set[str] = set()  # the files of ``unpack: false`` entries: left in .downloads/, part of the copy
         self.facts: dict[str, Any] = {"dataset": key, "source": source_label(source), "kind": source.get("kind", "hf")}
         if self.facts["kind"] == "hf":
             self.facts.update(repo_id=source.get("repo_id"), revision=source.get("revision"))
@@ -487,13 +514,26 @@ class _Record:
     def begin(self) -> None:
         if not self.started:
             self._write(complete=False, why="the download did not finish", started=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                        files=self.known)
+                        files=self.known_files, downloads=self.known_downloads)
             self.started = True
+
+    def extracted(self, rel: str, origin: Mapping[str, str]) -> None:
+        """``rel`` (relative to the copy) is an archive (or a file copied out) the copy was extracted from, fetched
+        from ``origin`` (``{"url": ...}`` or ``{"from": "<repo>:<path>"}``, and ``into``, the folder)."""
+        self.downloads[rel] = dict(origin)
 
     def finish(self) -> None:
         self.begin()
-        files = hash_files(self.root, copy_files(self.root), f"[gate] hashing {self.key}", self.known)
-        self._write(complete=True, finished=time.strftime("%Y-%m-%dT%H:%M:%S"), files=files)
+        rels = copy_files(self.root)
+        # A file left in .downloads/ that no entry extracted this time (an entry removed from the config) is no
+        # part of the copy either; an ``unpack: false`` entry's file is, and was never registered.
+        archives = [r for r in rels if r in self.downloads or (r.startswith(f"{DOWNLOADS}/") and r not in
+                                                                 self.kept)]
+        known = {**self.known_downloads, **self.known_files}
+        hashed = hash_files(self.root, rels, f"[gate] hashing {self.key}", known)
+        files = {rel: facts for rel, facts in hashed.items() if rel not in archives}
+        downloads = {rel: {**hashed[rel], **self.downloads.get(rel, {})} for rel in archives}
+        self._write(complete=True, finished=time.strftime("%Y-%m-%dT%H:%M:%S"), files=files, downloads=downloads)
 
 
 def fetch(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> Path:
@@ -534,9 +574,10 @@ def fetch(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike) -> P
 
 
 def _discard_resized(state: CopyState) -> None:
-    """Delete the recorded files that have another size now (truncated, overwritten): the fetch gets them again
-    (the hub client would keep a file its own bookkeeping still trusts)."""
-    for rel, facts in state.files.items():
+    """Delete the recorded files (and downloads) that have another size now (truncated, overwritten): the fetch gets
+    them again (the hub client would keep a file its own bookkeeping still trusts, and a download kept in .downloads/
+    would be extracted again as it is)."""
+    for rel, facts in {**state.downloads, **state.files}.items():
         path = state.root / rel
         if path.is_file() and path.stat().st_size != facts.get("size"):
             path.unlink()
@@ -555,6 +596,7 @@ def _fetch_hf(key: str, source: Mapping[str, Any], root: Path, record: _Record) 
                       local_dir=str(root), allow_patterns=patterns or None)
     for archive, subfolder in (source.get("unpack") or {}).items():
         unpack_into(key, root / archive, root / subfolder)
+        record.extracted(archive, {"from": f"{source['repo_id']}:{archive}", "into": subfolder})
     if source.get("urls"):
         _fetch_urls(key, source, root, record)
 
@@ -608,5 +650,9 @@ def _fetch_urls(key: str, source: Mapping[str, Any], root: Path, record: _Record
                 atomic_write(target, lambda tmp, response=response: _copy_stream(response, tmp))
         record.begin()
         check_sha256(key, target, entry.get("sha256"))
+        rel = target.relative_to(root).as_posix()
         if entry.get("unpack", True):
             unpack_into(key, target, root / str(entry.get("to") or "."))
+            record.extracted(rel, {"url": entry["url"], "into": str(entry.get("to") or ".")})
+        else:
+            record.kept.add(rel)

@@ -169,7 +169,8 @@ def verify(cfg: DictConfig, echo: Echo = print) -> None:
 
 
 def verify_hashes(key: str, data_dir: str | None, echo: Echo = print) -> None:
-    """Re-hash every file gate-data prepare recorded (one line naming the first missing or changed file)."""
+    """Re-hash every file gate-data prepare recorded (one line naming the first missing or changed file); the
+    downloads the copy was extracted from are checked where they are still on disk."""
     from gate.data import hub
 
     state = hub.copy_state(data_dir)
@@ -180,9 +181,14 @@ def verify_hashes(key: str, data_dir: str | None, echo: Echo = print) -> None:
         echo(f"[gate] {key}: the local copy at {data_dir} was fetched before gate recorded hashes: none to check "
               f"(`gate-data prepare dataset={key} force=true` online records them)", flush=True)
         return
-    total = sum(f["size"] for f in state.files.values()) if state.usable else 0
-    if total:
-        echo(f"[gate] {key}: hashing {len(state.files)} files ({hub.human_size(total)}) ...", flush=True)
+    gone = sorted(rel for rel in state.downloads if not (state.root / rel).is_file()) if state.usable else []
+    todo = [f for rel, f in {**state.downloads, **state.files}.items() if rel not in gone] if state.usable else []
+    if todo:
+        echo(f"[gate] {key}: hashing {len(todo)} files ({hub.human_size(sum(f['size'] for f in todo))}) ...",
+             flush=True)
     count, size = hub.verify_copy(key, data_dir)
     echo(f"[gate] {key}: {count} files ({hub.human_size(size)}) match the sha256 gate-data prepare recorded",
           flush=True)
+    if gone:
+        echo(f"[gate] {key}: {len(gone)} downloaded archives were deleted after extraction ({', '.join(gone[:3])}"
+             f"{', ...' if len(gone) > 3 else ''}): the copy does not need them", flush=True)
