@@ -3,7 +3,8 @@ called incomplete and resumed), every fetched file's sha256 is recorded and `ver
 or a damaged file is one line naming what and where, `force=true` offline rebuilds the manifest from the copy on
 disk, an unknown key is one line, and `list` says whether a benchmark's schema rests on evidence.
 
-The network is faked (huggingface_hub's snapshot_download and HfApi, urllib's urlopen); nothing here downloads."""
+The network is faked (huggingface_hub's snapshot_download and HfApi, urllib's urlopen), or the real hub client is
+pointed at a closed local port; nothing here downloads or waits on the network."""
 
 from __future__ import annotations
 
@@ -284,6 +285,51 @@ def test_a_network_error_is_one_line_with_how_to_get_the_copy(tmp_path, capsys, 
         hub.fetch("toy", source, tmp_path / "toy")
     assert "downloading https://example.org/a.zip failed (URLError: <urlopen error [Errno 111] Connection refused>)" \
         in str(info.value) and "`gate-data prepare dataset=toy`" in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.fixture
+def dead_hub(monkeypatch):
+    """Online as far as gate can tell (no offline variable), but the hub endpoint is a closed local port: the real
+    client of the installed huggingface_hub fails at once with its own transport's error (httpx2 in 2.x, httpx in
+    1.x, requests in 0.x); nothing waits on the network."""
+    import socket
+
+    from huggingface_hub import constants
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # closed once the block ends: connections are refused
+    for var in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    return port
+
+
+def test_a_dead_hub_is_one_line_with_how_to_get_the_copy(tmp_path, capsys, dead_hub):
+    err = one_error_line(capsys, ["prepare", "dataset=cifar100", f"paths.root={tmp_path}"])
+    assert "dataset 'cifar100': downloading uoft-cs/cifar100@" in err and "failed (ConnectError: " in err
+    assert "huggingface-cli download --repo-type dataset uoft-cs/cifar100" in err and "internal error" not in err
+
+
+@pytest.mark.parametrize("module", ["httpx", "httpx2", "requests"])
+def test_every_hub_transport_error_is_a_network_error(module):
+    """huggingface_hub 0.x talks through requests, 1.x through httpx, 2.x through httpx2; their connection errors
+    are what a dead network raises (each installed here: httpx2 beside httpx for huggingface_hub 2.x)."""
+    import importlib
+
+    transport = importlib.import_module(module)
+    assert issubclass(transport.ConnectionError if module == "requests" else transport.ConnectError,
+                      hub.network_errors())
+
+
+def test_list_says_a_downloadable_copy_needs_the_network(tmp_path, capsys, dead_hub):
+    capsys.readouterr()
+    gate_data.main(["list", "dataset=cifar100,digits", f"paths.root={tmp_path}"])
+    out = capsys.readouterr().out
+    rows = {line.split()[0]: line for line in out.splitlines()[1:-1]}
+    assert "downloadable (needs network)" in rows["cifar100"] and "packaged" in rows["digits"]
+    assert "not checked" in out.splitlines()[-1] and "HF_HUB_OFFLINE=1" in out
 
 
 def test_a_truncated_parquet_file_is_named_with_its_dataset(tmp_path, capsys):

@@ -45,7 +45,7 @@ def dataset_keys() -> list[str]:
 
 
 def do_list(overrides: Sequence[str]) -> None:
-    from gate.engine.prepare import status_of
+    from gate.engine.prepare import DOWNLOADABLE, status_of
 
     wanted = dataset_names(overrides)
     overrides = [o for o in overrides if not o.startswith("dataset=")]
@@ -60,7 +60,10 @@ def do_list(overrides: Sequence[str]) -> None:
     print("  ".join(c.ljust(width[c]) for c in cols))
     for r in rows:
         print("  ".join(str(r[c]).ljust(width[c]) for c in cols))
-    print(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...)")
+    network = (f"; {DOWNLOADABLE}: not checked (list makes no network calls; without network prepare fails "
+               f"saying how to get the copy; HF_HUB_OFFLINE=1 lists what is usable offline)"
+               if any(r["status"] == DOWNLOADABLE for r in rows) else "")
+    print(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...){network}")
 
 
 def dataset_names(overrides: Sequence[str]) -> list[str]:

@@ -477,17 +477,23 @@ def verify_copy(key: str, data_dir: str | os.PathLike) -> tuple[int, int]:
 
 
 def network_errors() -> tuple[type[BaseException], ...]:
-    """What a failed download raises: urllib's URLError, socket errors and huggingface_hub's HTTP errors are
-    OSErrors; the hub client's transport (httpx or requests) and Xet errors are not."""
+    """What a failed download raises, for every major version of huggingface_hub. urllib's URLError, socket errors
+    and the hub client's HTTP errors are OSErrors; the client's transport errors are not: requests (0.x; its errors
+    are OSErrors too), httpx (1.x) and httpx2 (2.x), and ``huggingface_hub.errors.HTTPError`` is whichever of them
+    the installed client uses. Its Xet, missing-entry and revision-resolution errors are not either."""
     import importlib
 
     errors: list[type[BaseException]] = [OSError]
-    for module, name in (("huggingface_hub.errors", "EntryNotFoundError"), ("huggingface_hub.errors", "XetDownloadError"),
+    for module, name in (("huggingface_hub.errors", "HTTPError"), ("huggingface_hub.errors", "EntryNotFoundError"),
+                         ("huggingface_hub.errors", "XetDownloadError"),
+                         ("huggingface_hub.errors", "RevisionResolutionError"), ("httpx2", "HTTPError"),
                          ("httpx", "HTTPError"), ("requests", "RequestException")):
         try:
-            errors.append(getattr(importlib.import_module(module), name))
+            found = getattr(importlib.import_module(module), name)
         except (ImportError, AttributeError):
             continue
+        if isinstance(found, type) and issubclass(found, BaseException):
+            errors.append(found)
     return tuple(errors)
 
 

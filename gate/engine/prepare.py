@@ -16,6 +16,9 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 Echo = Callable[..., None]
+#: The status of a copy gate-data prepare could fetch: whether the hub or the URLs answer is not checked (listing
+#: makes no network calls; HF_HUB_OFFLINE=1 turns it into "unavailable offline").
+DOWNLOADABLE = "downloadable (needs network)"
 
 
 def _plain(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -25,8 +28,8 @@ def _plain(cfg: DictConfig, key: str, default: Any = None) -> Any:
 
 def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     """(status, facts) of a composed dataset: prepared / on disk (fetched by gate, or the user's own copy with no
-    hashes) / incomplete download / damaged / packaged / downloadable / needs credentials / needs registration /
-    unavailable offline."""
+    hashes) / incomplete download / damaged / packaged / downloadable (:data:`DOWNLOADABLE`) / needs credentials /
+    needs registration / unavailable offline."""
     from gate.data import hub
     from gate.data.manifest import manifest_path, recipe_of
 
@@ -59,7 +62,7 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
         return "needs credentials", facts
     if hub.is_offline():
         return "unavailable offline", facts
-    return "downloadable", facts
+    return DOWNLOADABLE, facts
 
 
 def schema_status(source: dict[str, Any]) -> str:
