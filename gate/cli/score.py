@@ -27,7 +27,8 @@ def _main(cfg: DictConfig) -> None:
     print(f"[gate] experiment {result.experiment}: {name} (features: {source})")
     width = max((len(k) for k in result.values), default=0)
     for key, value in result.values.items():
-        print(f"  {key:<{width}}  {value:12.6g}   ({result.seconds[key]:.2f}s)")
+        why = f"  degenerate: {result.degenerate[key]}" if key in result.degenerate else ""
+        print(f"  {key:<{width}}  {value:12.6g}   ({result.seconds[key]:.2f}s){why}")
     for key, err in result.failed.items():
         print(f"  {key:<{width}}  FAILED: {err}")
     print(f"[gate] results store: {result.results_path}")

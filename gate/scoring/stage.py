@@ -9,7 +9,10 @@ store (``paths.results``).
 Records: ``adapter`` and ``recipe`` are empty (no fine-tuning is involved); ``config`` is the experiment's
 identity (:func:`gate.results.identity`: encoder, dataset, split, seed, max_samples, image_size) and ``facts``
 says how each score was computed: ``{"seconds": <time this score took>, "extract_seconds": <feature pass, 0 when
-cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D}``. Re-running is a no-op for the
+cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D, "num_classes": C}`` (the classes
+present), and ``"degenerate": <why>`` on a score that cannot discriminate on these rows
+(:meth:`gate.scoring.transferability.Metric.degenerate`: SFDA or H-score where the width reaches the rows; the
+number is stored, as the authors' code computes it, with the mark beside it). Re-running is a no-op for the
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
 the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`).
 
@@ -43,6 +46,7 @@ class ScoreResult:
     features_path: Path | None = None
     features_from_cache: bool = False
     extract_seconds: float = 0.0
+    degenerate: dict[str, str] = dataclasses.field(default_factory=dict)  # score → why it cannot discriminate
 
 
 def _device(name: str) -> str:
@@ -130,11 +134,19 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
                   task=task, adapter="", recipe="", seed=int(config["seed"]), split=config["split"],
                   git=git_describe())
     run_info = dict(extract_seconds=round(feats.seconds, 4), features_from_cache=feats.from_cache,
-                    num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]))
-    store.append_set((Record(metric=name, value=value, config=ident,
-                             facts={"seconds": round(seconds[name], 6), **run_info}, **common)
+                    num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]),
+                    num_classes=int(torch.unique(labels).numel()))
+    degenerate = {name: why for name in values if (why := SCORES[name].degenerate(
+        run_info["num_samples"], run_info["feature_dim"], run_info["num_classes"]))}
+    for name, why in degenerate.items():
+        warnings.warn(f"gate-score: {name} is degenerate on {config['encoder']['name']} × "
+                      f"{config['dataset']['name']}/{config['split']} ({why}): it scores any labels the same", stacklevel=2)
+    store.append_set((Record(metric=name, value=value, config=ident, **common,
+                             facts={"seconds": round(seconds[name], 6), **run_info,
+                                    **({"degenerate": degenerate[name]} if name in degenerate else {})})
                       for name, value in values.items()), facts=None)
-    return ScoreResult(exp, False, values, seconds, failed, store.path, feats.path, feats.from_cache, feats.seconds)
+    return ScoreResult(exp, False, values, seconds, failed, store.path, feats.path, feats.from_cache, feats.seconds,
+                       degenerate)
 
 
 def _all_done(names: list[str] | None, done: set[str]) -> bool:

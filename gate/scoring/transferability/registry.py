@@ -4,6 +4,9 @@
 (the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities, only for encoders with a
 classification head). NCTI is relative to a pool of models, so its three per-model terms are registered
 (``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.scoring.transferability.ncti` combines a pool's terms.
+A score that fits a matrix of the features on the very rows it scores declares which (``fits``); where the width
+reaches that matrix's rank the score no longer depends on the labels, and :meth:`Metric.degenerate` says so
+(measurements/score_degeneracy.py; docs/metrics.md "Degenerate widths").
 ``DISCREPANCIES`` holds the unsupervised source–target discrepancies. Directions and citations are not stated
 here: :attr:`Metric.higher_is_better` and :attr:`Metric.citation` read them from :mod:`gate.metrics`, the one
 registry of metric names (all scores are higher-is-better there, all discrepancies lower-is-better).
@@ -21,6 +24,10 @@ from . import collapse, discrepancy, energy, evidence, fisher, geometry, hscore,
 __all__ = ["Metric", "SCORES", "DISCREPANCIES", "applicable_scores"]
 
 INPUTS = ("features", "source_probs")
+# The matrix a score fits on the rows it scores → its largest rank: n rows centred per class span n − C dimensions,
+# centred once n − 1. From that width on the rows' residuals span all they can, and the fit is exact for any labels.
+FITTED = {"within-class scatter": lambda n, c: (n - c, f"{n} rows − {c} classes"),
+          "covariance": lambda n, c: (n - 1, f"{n} rows − 1")}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +39,20 @@ class Metric:
     fn: Callable[..., float]
     needs: str = "features"
     uses_labels: bool = True
+    fits: str | None = None  # a key of FITTED: the matrix it fits on the rows it scores
+
+    def __post_init__(self) -> None:
+        if self.fits is not None and self.fits not in FITTED:
+            raise ValueError(f"metric {self.name!r}: fits={self.fits!r}; known: {sorted(FITTED)} or None")
+
+    def degenerate(self, num_samples: int, feature_dim: int, num_classes: int) -> str | None:
+        """Why this score cannot discriminate on ``num_samples`` rows of ``feature_dim`` features in ``num_classes``
+        classes (e.g. ``"width 1280 ≥ 500 rows − 10 classes"``), or None: a score that fits a matrix on the rows
+        it scores (``fits``) gives its ceiling for any labels once the width reaches that matrix's rank."""
+        if self.fits is None:
+            return None
+        rank, rows = FITTED[self.fits](int(num_samples), int(num_classes))
+        return f"width {int(feature_dim)} ≥ {rows}" if feature_dim >= rank else None
 
     @property
     def higher_is_better(self) -> bool:
@@ -59,14 +80,14 @@ SCORES: dict[str, Metric] = {
     m.name: m
     for m in (
         Metric("logme", evidence.logme),
-        Metric("h_score", hscore.h_score),
+        Metric("h_score", hscore.h_score, fits="covariance"),  # C − 1 from d ≥ n − 1
         Metric("shrinkage_h_score", hscore.shrinkage_h_score),
         Metric("nleep", mixture.nleep),
         Metric("n_nleep", mixture.n_nleep),
         Metric("transrate", geometry.transrate),
         Metric("lfc", geometry.lfc),
         Metric("rankme", geometry.rankme, uses_labels=False),
-        Metric("sfda", fisher.sfda),
+        Metric("sfda", fisher.sfda, fits="within-class scatter"),  # 1 from d ≥ n − C
         Metric("ncti_seli", collapse.ncti_seli),
         Metric("ncti_ncc", collapse.ncti_ncc),
         Metric("ncti_collapse", collapse.ncti_collapse),
