@@ -162,13 +162,15 @@ def main() -> None:
               f"{meta.get('full_seconds', float('nan')) / 60:.1f} min ({meta.get('estimated_fraction', float('nan')):.3f} "
               f"of its estimate from the proxy's step times); seed-to-seed ceiling τ: tier "
               f"{table.attrs['ceiling_tier']:.3f}, mean per benchmark {table.attrs['ceiling_mean_bench']:.3f}\n")
-        print("| method | scope | Kendall τ [95% CI] | weighted τ_w [95% CI] | top-1 regret [95% CI] |")
-        print("|---|---|---|---|---|")
+        print("| method | scope | Kendall τ [95% CI] | weighted τ_w [95% CI] | top-1 regret [95% CI] | degenerate |")
+        print("|---|---|---|---|---|---|")
         for r in validation.itertuples(index=False):
             if r.scope == "tier" and validation["scope"].nunique() == 2:
                 continue  # one benchmark: the tier row repeats it (without an interval over benchmarks)
+            note = getattr(r, "degenerate", "")  # gate-rank's mark on a baseline score (empty: NaN in the csv)
             print(f"| {r.method} | {r.scope} | {r.tau:+.3f} [{r.tau_lo:+.2f}, {r.tau_hi:+.2f}] | "
-                  f"{r.tau_w:+.3f} [{r.tau_w_lo:+.2f}, {r.tau_w_hi:+.2f}] | {r.regret:.3f} [{r.regret_lo:.2f}, {r.regret_hi:.2f}] |")
+                  f"{r.tau_w:+.3f} [{r.tau_w_lo:+.2f}, {r.tau_w_hi:+.2f}] | {r.regret:.3f} [{r.regret_lo:.2f}, {r.regret_hi:.2f}] | "
+                  f"{note if isinstance(note, str) else ''} |")
     print(f"\ntotal {(time.monotonic() - started) / 60:.1f} min", flush=True)
 
 

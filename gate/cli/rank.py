@@ -107,7 +107,7 @@ def contexts(plan, searchpath: list[str]):
 
 
 def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:
-    from gate.ranking.pipeline import summary_table
+    from gate.ranking.pipeline import summary_lines, summary_table
 
     skipped = f", not run on {', '.join(result.not_run)} (proxy_benchmarks)" if result.not_run else ""
     print(f"[gate] predicted ranking on tier {plan.tier.name} (mean rank over {len(result.rankings)} benchmark(s)"
@@ -133,10 +133,7 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
         print(f"[gate] predicted vs full (Kendall τ on the tier's mean rank [95% CI], weighted τ, top-1 regret in "
               f"mean-rank units; mean per-benchmark τ); seed-to-seed ceiling τ: tier "
               f"{table.attrs['ceiling_tier']:.3f}, per benchmark {table.attrs['ceiling_mean_bench']:.3f}")
-        for row in table.itertuples(index=False):
-            print(f"  {row.method:<24} τ {row.tier_tau:+.3f} [{row.tier_tau_lo:+.2f}, {row.tier_tau_hi:+.2f}]  "
-                  f"τ_w {row.tier_tau_w:+.3f}  regret {row.tier_regret:.2f}  per-benchmark τ {row.mean_bench_tau:+.3f} "
-                  f"({row.benchmarks} benchmarks)")
+        print("\n".join(summary_lines(table)))
     print(f"[gate] tables: {files['predictions'].parent}")
     if report is not None:
         print(f"[gate] report: {report.resolve()}")

@@ -221,21 +221,28 @@ def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Seque
 # ---------------------------------------------------------------------------------------------- scores
 
 
+Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder → value (or why it is degenerate)
+
+
 def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
                  run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
-                 echo: Callable[..., None] = print) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
+                 echo: Callable[..., None] = print) -> tuple[Scores, dict[str, float], Scores]:
     """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
-    ``{score: {benchmark: {encoder: value}}}`` and the seconds each benchmark's scoring took
-    (feature passes + the scores; from the score records' facts, so stored scores count what they cost)."""
+    ``{score: {benchmark: {encoder: value}}}``, the seconds each benchmark's scoring took (feature passes + the
+    scores; from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
+    value cannot discriminate (:meth:`gate.scoring.transferability.Metric.degenerate` on the record's rows, width
+    and classes)."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
+    from gate.scoring.transferability import SCORES
 
     wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
                                                     else (name,))})
-    values: dict[str, dict[str, dict[str, float]]] = {n: {} for n in names}
+    values: Scores = {n: {} for n in names}
     seconds: dict[str, float] = {}
+    degenerate: Scores = {}
     if not wanted:
-        return values, seconds
+        return values, seconds, degenerate
     seed0 = plan.experiments[0].seed
     for exp in plan.experiments:
         if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
@@ -250,21 +257,31 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
         spent = extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in wanted if m in rows)
         seconds[exp.dataset] = seconds.get(exp.dataset, 0.0) + spent
+        marks = []
         for name in names:
             if name == "ncti":
                 continue
             if name in rows:
                 values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
+                facts = rows[name].get("facts") or {}
+                # a record stored before gate-score wrote num_classes: the dataset's declared classes (at least
+                # those present, so the mark errs towards flagging)
+                classes = facts.get("num_classes", exp.config["dataset"]["num_classes"])
+                if "num_samples" in facts and "feature_dim" in facts and \
+                        (why := SCORES[name].degenerate(facts["num_samples"], facts["feature_dim"], classes)):
+                    degenerate.setdefault(name, {}).setdefault(exp.dataset, {})[exp.encoder] = why
+                    marks.append(f"{name} ({why})")
         if "ncti" in names and all(t in rows for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")):
             values.setdefault("_ncti_terms", {}).setdefault(exp.dataset, {})[exp.encoder] = {  # type: ignore[assignment]
                 t: float(rows[t]["value"]) for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")}
-        echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s", flush=True)
+        echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s"
+             + (f"; degenerate: {', '.join(marks)}" if marks else ""), flush=True)
     if "ncti" in names:
         from gate.scoring.transferability.collapse import ncti
 
         for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
             values["ncti"][bench] = ncti(pool)
-    return values, seconds
+    return values, seconds, degenerate
 
 
 # ------------------------------------------------------------------------------------------------ rank
@@ -281,6 +298,7 @@ class RankResult:
     ceiling: dict[str, float] = dataclasses.field(default_factory=dict)
     variants: dict[str, tuple[dict[str, BenchmarkRanking], Ledger]] = dataclasses.field(default_factory=dict)
     scores: dict[str, dict[str, dict[str, float]]] = dataclasses.field(default_factory=dict)
+    degenerate: dict[str, dict[str, dict[str, str]]] = dataclasses.field(default_factory=dict)  # as score_values
     not_run: list[str] = dataclasses.field(default_factory=list)   # benchmarks left to the others (proxy_benchmarks)
     cost_basis: str = "steps"       # how the budget was split over the benchmarks: "steps" or "measured" (probes)
 
@@ -362,12 +380,14 @@ def validate_against_full(result: RankResult, plan: Any, request: Request, bench
         return result.predicted({b: r for b, r in rankings.items() if b in benches}).reindex(list(plan.encoders))
 
     methods: dict[str, pd.DataFrame] = {"proxy": predicted(result.rankings)}
+    marks: dict[str, Mapping[str, Mapping[str, str]]] = {}  # method → benchmark → encoder → why degenerate
     for name, (rankings, _) in result.variants.items():
         methods[name] = predicted(rankings)
     for score in request.baseline_scores:
         cols = {b: pd.Series(v) for b, v in result.scores.get(score, {}).items() if b in benches}
         if cols:
             methods[f"score:{score}"] = pd.DataFrame(cols).reindex(list(plan.encoders))
+            marks[f"score:{score}"] = {b: v for b, v in result.degenerate.get(score, {}).items() if b in cols}
     # the static ranker: each benchmark's own runs' parameter counts (a task head or a text tower is part of the
     # model gate-run trains; one benchmark's counts are never mixed with another's)
     static = {}
@@ -381,13 +401,23 @@ def validate_against_full(result: RankResult, plan: Any, request: Request, bench
         methods["static:params"] = pd.DataFrame(static).reindex(list(plan.encoders))
     rows = []
     for method, pred in methods.items():
+        mark = marks.get(method, {})
         for bench in pred.columns:
             row = stats.compare(pred[bench], truth[bench], n_boot=request.n_boot)
-            rows.append({"method": method, "scope": bench, **row})
+            note = degenerate_note({bench: mark.get(bench, {})}, len(plan.encoders), "encoders")
+            rows.append({"method": method, "scope": bench, **row, "degenerate": note})
         if pred.shape[1] >= 1:
             row = stats.compare_tier(pred, truth, n_boot=request.n_boot)
-            rows.append({"method": method, "scope": "tier", **row})
+            note = degenerate_note(mark, len(plan.encoders) * pred.shape[1], "encoder × benchmark scores")
+            rows.append({"method": method, "scope": "tier", **row, "degenerate": note})
     return pd.DataFrame(rows)
+
+
+def degenerate_note(marks: Mapping[str, Mapping[str, str]], total: int, of: str) -> str:
+    """``"on 5 of 8 encoders: width 1280 ≥ 500 rows − 10 classes; ..."`` for the values that cannot discriminate
+    (``{benchmark: {encoder: why}}``), each distinct reason once; empty where none is."""
+    whys = [why for per_encoder in marks.values() for why in per_encoder.values()]
+    return f"on {len(whys)} of {total} {of}: {'; '.join(dict.fromkeys(whys))}" if whys else ""
 
 
 def ceilings(full: FullResults, benchmarks: Sequence[str]) -> dict[str, float]:
@@ -422,7 +452,9 @@ def summary_table(validation: pd.DataFrame, ceiling: Mapping[str, float]) -> pd.
                      "tier_regret": t["regret"] if t is not None else math.nan,
                      "mean_bench_tau": float(np.nanmean(bench["tau"])) if bench["tau"].notna().any() else math.nan,
                      "mean_bench_tau_w": float(np.nanmean(bench["tau_w"])) if bench["tau_w"].notna().any() else math.nan,
-                     "mean_bench_regret": float(np.nanmean(bench["regret"])) if bench["regret"].notna().any() else math.nan})
+                     "mean_bench_regret": float(np.nanmean(bench["regret"])) if bench["regret"].notna().any() else math.nan,
+                     # a validation.csv read back has NaN for an empty note, one written before the column none
+                     "degenerate": _text(t.get("degenerate")) if t is not None else ""})
     out = pd.DataFrame(rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
@@ -430,6 +462,19 @@ def summary_table(validation: pd.DataFrame, ceiling: Mapping[str, float]) -> pd.
     out.attrs["ceiling_tier"] = ceiling.get("tier", math.nan)
     out.attrs["ceiling_mean_bench"] = float(np.mean(bench_ceiling)) if bench_ceiling else math.nan
     return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def summary_lines(table: pd.DataFrame) -> list[str]:
+    """One printed line per method of :func:`summary_table`: τ on the tier's mean rank with its interval, τ_w,
+    regret and the mean per-benchmark τ, and, beside the number, where a baseline score is degenerate."""
+    return [f"  {row.method:<24} τ {row.tier_tau:+.3f} [{row.tier_tau_lo:+.2f}, {row.tier_tau_hi:+.2f}]  "
+            f"τ_w {row.tier_tau_w:+.3f}  regret {row.tier_regret:.2f}  per-benchmark τ {row.mean_bench_tau:+.3f} "
+            f"({row.benchmarks} benchmarks)" + (f"  (degenerate {row.degenerate})" if row.degenerate else "")
+            for row in table.itertuples(index=False)]
 
 
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
@@ -537,10 +582,9 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
                  f"({', '.join(chosen)}), with the tier's whole budget; the tier ranking is their mean rank",
                  flush=True)
 
-    def scored(names: Sequence[str], benchmarks: Sequence[str]
-               ) -> tuple[dict[str, dict[str, dict[str, float]]], dict[str, float]]:
+    def scored(names: Sequence[str], benchmarks: Sequence[str]) -> tuple[Scores, dict[str, float], Scores]:
         if not names or not benchmarks or compose_score is None or run_score is None:
-            return {}, {}
+            return {}, {}, {}
         return score_values(plan, benchmarks, names, compose_score=compose_score, run_score=run_score,
                             records=ctx.records, echo=ctx.echo)
 
@@ -548,15 +592,15 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     # cost. Baselines only where a validation will compare them: a benchmark whose full runs are all stored and
     # that the proxy must rank (with use_full_runs, a complete benchmark is ranked by its full runs and not
     # validated): no feature passes otherwise
-    seed_values, seed_seconds = scored(request.seed_scores, chosen)
+    seed_values, seed_seconds, seed_marks = scored(request.seed_scores, chosen)
     validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
-    scores, _ = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
-    scores = {**scores, **seed_values}
+    scores, _, marks = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
+    scores, marks = {**scores, **seed_values}, {**marks, **seed_marks}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
                                  rank_by_full=request.use_full_runs, chosen=chosen, split=split)
     pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
     result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
-                        scores=scores, not_run=[b for b in candidates if b not in chosen],
+                        scores=scores, degenerate=marks, not_run=[b for b in candidates if b not in chosen],
                         cost_basis="measured" if split.measured else "steps")
     if validate and validated:
         if request.seed_scores and proxy_without_scores:
