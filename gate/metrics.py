@@ -82,6 +82,9 @@ register("overall_acc", True, 0.0, 1.0, description="pixel accuracy")
 register("dice", True, 0.0, 1.0, description="Dice coefficient (F1 of the masks)")
 register("mae", False, 0.0, description="mean absolute error")
 register("mse", False, 0.0, description="mean squared error")
+register("r2", True, high=1.0, citation="coefficient of determination (torchmetrics.R2Score)",
+         description="1 - MSE / variance of the split's targets: 1 perfect, 0 no better than predicting the split's "
+                     "mean, negative worse")
 
 # --- transferability scores (gate-score; higher predicts better transfer) ---------------------------------
 register("logme", True, citation="You et al., ICML 2021")

@@ -39,7 +39,9 @@ _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher"
                     # where a dataset's (generated or downloaded) files are kept, not what they hold
                     "dataset.builder.cache_dir", "dataset.data_dir", "dataset.builder.data_dir",
                     # a note for the report on how the benchmark departs from GATE's protocol, not a setting
-                    "dataset.notes_vs_gate")
+                    "dataset.notes_vs_gate",
+                    # how analysis puts the tier metric on 0-1 (gate.analysis.meta), not what a run computes
+                    "dataset.tier_range")
 # (split manifests live under paths.data, already run-only: the source hash inside a manifest, checked on load,
 # guards what the data is; dataset.splits and dataset.source.revision stay in the identity)
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {

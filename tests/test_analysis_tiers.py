@@ -8,13 +8,13 @@ import pandas as pd
 import pytest
 
 from gate.analysis.load import from_frame, load_results, summarize
-from gate.analysis.meta import BenchmarkMeta, default_paper_table, load_benchmark_meta, packaged_dataset_dir, turn_rule
+from gate.analysis.meta import POOL, TierScale, default_paper_table, load_benchmark_meta, packaged_dataset_dir
 from gate.analysis.tiers import compare_with_published, tier_benchmarks, tier_summary
 
 WIDE = """paper_group,dataset,metric,higher_is_better,A,B,C,D
-F1,b1,acc@1,true,80,60,70,75
-F1,b2,acc@1,true,50,90,70,
-F2,b3,mae,false,2,1,3,
+F1,b1,acc@1,true,0.80,0.60,0.70,0.75
+F1,b2,acc@1,true,0.50,0.90,0.70,
+F2,b3,mae,false,2,1,4,
 F2,b3,mse,false,4,1,9,
 F2,b4,bs,false,20,30,10,
 """
@@ -29,38 +29,98 @@ def _toy(tmp_path):
 
 
 def _meta():
-    return load_benchmark_meta(overrides={"b3": "mae", "b4": "bs"})
+    # b3's MAE and b4's Brier score (in %) have no range in the registry: a benchmarks file declares them
+    return load_benchmark_meta(benchmarks={"b3": {"tier_metric": "mae", "range": [0, 10]},
+                                           "b4": {"tier_metric": "bs", "range": [0, 100]}})
 
 
 def test_toy_tiers_by_hand(tmp_path):
     with pytest.warns(UserWarning, match=r"tier 't3' skipped: 1 of its 2 benchmarks are not in the results \(\['nowhere'\]\)"):
         tiers, info = tier_summary(_toy(tmp_path), TIERS, _meta())
     t = tiers.set_index("encoder")
-    # t1 = b1, b2, b3 (MAE negated): A (80+50-2)/3, B (60+90-1)/3, C (70+70-3)/3; D lacks b2 and b3.
-    assert t.loc["A", "tier:t1"] == pytest.approx(128 / 3)
-    assert t.loc["B", "tier:t1"] == pytest.approx(149 / 3)
-    assert t.loc["C", "tier:t1"] == pytest.approx(137 / 3)
+    # On 0-1, higher better: b1, b2 as they are (acc@1: [0, 1] in gate/metrics.py); b3 (10 - MAE) / 10: A .8, B .9,
+    # C .6; b4 (100 - BS) / 100: A .8, B .7, C .9.
+    # t1 = b1, b2, b3: A (.8+.5+.8)/3, B (.6+.9+.9)/3, C (.7+.7+.6)/3; D lacks b2 and b3.
+    assert t.loc["A", "tier:t1"] == pytest.approx(2.1 / 3)
+    assert t.loc["B", "tier:t1"] == pytest.approx(2.4 / 3)
+    assert t.loc["C", "tier:t1"] == pytest.approx(2.0 / 3)
     assert math.isnan(t.loc["D", "tier:t1"]) and math.isnan(t.loc["D", "tier:t1:rank"])
-    assert [t.loc[e, "tier:t1:rank"] for e in "ABC"] == [3, 1, 2]
-    # t2 = b1, b4 (Brier in %, turned to 100 - x): A 80, B 65, C 80 (a tie shares the best rank).
-    assert [t.loc[e, "tier:t2"] for e in "ABC"] == pytest.approx([80, 65, 80])
+    assert [t.loc[e, "tier:t1:rank"] for e in "ABC"] == [2, 1, 3]
+    # t2 = b1, b4: A .8, B .65, C .8 (a tie shares the best rank).
+    assert [t.loc[e, "tier:t2"] for e in "ABC"] == pytest.approx([0.8, 0.65, 0.8])
     assert [t.loc[e, "tier:t2:rank"] for e in "ABC"] == [1, 3, 1]
     assert "tier:t3" not in t.columns
-    # Families: F1 = b1, b2; F2 = b3 (-MAE), b4 (100 - BS).
-    assert [t.loc[e, "group:F1"] for e in "ABC"] == pytest.approx([65, 75, 70])
-    assert [t.loc[e, "group:F2"] for e in "ABC"] == pytest.approx([39, 34.5, 43.5])
-    assert [t.loc[e, "group:F2:rank"] for e in "ABC"] == [2, 3, 1]
+    # Groups: F1 = b1, b2; F2 = b3, b4.
+    assert [t.loc[e, "group:F1"] for e in "ABC"] == pytest.approx([0.65, 0.75, 0.70])
+    assert [t.loc[e, "group:F2"] for e in "ABC"] == pytest.approx([0.8, 0.8, 0.75])
+    assert [t.loc[e, "group:F2:rank"] for e in "ABC"] == [1, 1, 3]
     i = info.set_index("benchmark")
-    assert i.loc["b3", "metric"] == "mae" and i.loc["b3", "turn"] == "-x"
-    assert i.loc["b4", "turn"] == "100 - x"
-    assert i.loc["b1", "turn"] == "x" and i.loc["b1", "tiers"] == "t1,t2"
+    assert i.loc["b3", "metric"] == "mae" and i.loc["b3", "entered_as"] == "(10 - x) / 10"
+    assert i.loc["b4", "entered_as"] == "(100 - x) / 100" and i.loc["b4", "range"] == "[0, 100]"
+    assert i.loc["b1", "entered_as"] == "x" and i.loc["b1", "range_from"] == "gate/metrics.py"
+    assert i.loc["b1", "tiers"] == "t1,t2"
+
+
+def test_a_range_belongs_to_its_metric_not_to_the_benchmark(tmp_path):
+    """One declared scale per metric: ACDC's paper row (Dice printed 0-1, beside percentages) and gate's own
+    dice records are two metrics with two ranges. A synthetic store of gate's own records of every task family,
+    where encoder 'b' wins ACDC alone and 'a' wins every other benchmark: 'a' must win the tier mean (with the paper
+    row's x100 applied to gate's 0-1 dice, ACDC alone decided it)."""
+    from gate.results import Record, ResultsStore
+
+    # benchmark -> (its tier metric in gate's records, a's value, b's value); every family of the pool
+    bench = {"cifar100": ("acc@1", 0.80, 0.70), "mini_imagenet": ("acc@1", 0.60, 0.50),
+             "ade20k": ("miou", 0.30, 0.20), "acdc": ("dice", 0.70, 0.80), "chexpert": ("auc_macro", 0.80, 0.75),
+             "clevr_math": ("acc@1", 0.50, 0.45), "flickr30k": ("img2txt_acc@1", 0.40, 0.30),
+             "winoground": ("winoground_text", 0.30, 0.25), "hmdb51": ("acc@1", 0.50, 0.40),
+             "iwildcam": ("r2", 0.20, -0.50)}
+    store = ResultsStore(tmp_path / "records.jsonl")
+    for ds, (metric, *values) in bench.items():
+        for enc, value in zip("ab", values):
+            common = dict(experiment=f"{enc}-{ds}", kind="finetune", encoder=enc, dataset=ds, task="t", adapter="x",
+                          recipe="conv", seed=0, config={"dataset": {"name": ds}, "encoder": {"name": enc}})
+            rows = [Record(split="test", metric=metric, value=value, **common)]
+            if ds == "iwildcam":  # an error in counts, which must not enter the mean
+                rows.append(Record(split="test", metric="mae", value=4.7 if enc == "a" else 5.9, **common))
+            store.append_set(rows)
+    tiers, info = tier_summary(summarize(load_results(store.path).long), {"all": list(bench)}, load_benchmark_meta())
+    t = tiers.set_index("encoder")
+    assert t.loc["a", "tier:all:rank"] == 1 and t.loc["b", "tier:all:rank"] == 2
+    i = info.set_index("benchmark")
+    assert i.loc["acdc", "metric"] == "dice" and i.loc["acdc", "entered_as"] == "x"
+    assert i.loc["acdc", "range_from"] == "gate/metrics.py"
+    # iwildcam enters by r2 clipped to [0, 1] (its dataset config's tier_range): b's -0.5 counts 0
+    assert i.loc["iwildcam", "metric"] == "r2" and i.loc["iwildcam", "range_from"] == "dataset config iwildcam.yaml"
+    a_mean = (sum(v[1] for k, v in bench.items() if k != "iwildcam") + 0.20) / len(bench)
+    b_mean = (sum(v[2] for k, v in bench.items() if k != "iwildcam") + 0.0) / len(bench)
+    assert t.loc["a", "tier:all"] == pytest.approx(a_mean) and t.loc["b", "tier:all"] == pytest.approx(b_mean)
+    assert ((tiers.filter(like="tier:").drop(columns=["tier:all:rank"]) <= 1) & (tiers.filter(like="tier:")
+            .drop(columns=["tier:all:rank"]) >= 0)).all().all()
+
+
+def test_a_value_outside_its_metrics_range_is_an_error_not_a_mean(tmp_path):
+    """acc@1 given in percent (the registry says [0, 1]) is refused, naming benchmark, metric, encoder and range."""
+    frame = pd.DataFrame({"encoder": ["a", "b"], "dataset": ["mine"] * 2, "metric": ["acc@1"] * 2,
+                          "value": [84.2, 70.0], "higher_is_better": True})
+    with pytest.raises(ValueError, match=r"benchmark 'mine', metric 'acc@1': a has 84\.2, outside the metric's range "
+                                         r"\[0, 1\] \(gate/metrics\.py\)"):
+        tier_summary(summarize(from_frame(frame).long), {"t": ["mine"]}, load_benchmark_meta())
+
+
+def test_an_undeclared_range_enters_as_given_and_says_so(tmp_path):
+    frame = pd.DataFrame({"encoder": ["a", "b"], "dataset": ["mine"] * 2, "metric": ["mae"] * 2,
+                          "value": [2.0, 3.0], "higher_is_better": False})
+    with pytest.warns(UserWarning, match=r"no declared range for \['mine \(mae\)'\]: entered on their own scale"):
+        tiers, info = tier_summary(summarize(from_frame(frame).long), {"t": ["mine"]}, load_benchmark_meta())
+    assert info.iloc[0]["entered_as"] == "-x (range undeclared)" and info.iloc[0]["range"] == "undeclared"
+    assert tiers.set_index("encoder")["tier:t"].to_dict() == {"a": -2.0, "b": -3.0}
 
 
 def test_partial_tiers_average_over_what_is_present(tmp_path):
     with pytest.warns(UserWarning, match="partial mean over 1 of 2"):
         tiers, _ = tier_summary(_toy(tmp_path), {"t3": TIERS["t3"]}, _meta(), partial=True)
     t = tiers.set_index("encoder")
-    assert [t.loc[e, "tier:t3"] for e in "ABCD"] == [80, 60, 70, 75]
+    assert [t.loc[e, "tier:t3"] for e in "ABCD"] == pytest.approx([0.80, 0.60, 0.70, 0.75])
     assert list(t["tier:t3:n"]) == [1, 1, 1, 1]
 
 
@@ -71,12 +131,21 @@ def test_tier_with_no_benchmark_present_is_skipped_with_a_warning(tmp_path):
     assert "group:F1" in tiers.columns
 
 
-def test_turn_rules():
-    assert turn_rule("acc@1", True, [1.0]) == ("identity", None)
-    assert turn_rule("CIFAR-100 Loss", False, [0.6, 4.0]) == ("negate", None)
-    assert turn_rule("Chexpert BS Macro", False, [7.0, 18.0]) == ("complement", 100.0)
-    assert turn_rule("brier", False, [0.1, 0.3]) == ("complement", 1.0)
-    assert turn_rule("x", False, [1.0], BenchmarkMeta("k", turn="complement", bound=10.0)) == ("complement", 10.0)
+def test_tier_scales():
+    v = pd.Series({"a": 20.0, "b": 80.0})
+    assert TierScale((0.0, 1.0), "r", True).apply(v / 100, "w")[1] == "x"
+    out, how = TierScale((0.0, 100.0), "r", True).apply(v, "w")
+    assert how == "x / 100" and out.tolist() == pytest.approx([0.2, 0.8])
+    out, how = TierScale((0.0, 1.0), "r", False).apply(v / 100, "w")
+    assert how == "1 - x" and out.tolist() == pytest.approx([0.8, 0.2])
+    out, how = TierScale((-1.0, 1.0), "r", True).apply(pd.Series({"a": 0.0}), "w")
+    assert how == "(x - -1) / 2" and out.tolist() == [0.5]
+    out, how = TierScale((0.0, 1.0), "r", True, clip=True).apply(pd.Series({"a": -0.5, "b": 0.4}), "w")
+    assert how == "clip(x, 0, 1) then x" and out.tolist() == pytest.approx([0.0, 0.4])
+    out, how = TierScale(POOL, "r", False).apply(pd.Series({"a": 1.3, "b": 2.6, "c": 1.95}), "w")
+    assert how == "pool: (2.6 - x) / 1.3" and out.tolist() == pytest.approx([1.0, 0.0, 0.5])
+    with pytest.raises(ValueError, match="outside the metric's range"):
+        TierScale((0.0, 1.0), "r", True).apply(v, "w")
 
 
 def test_tier_configs_ship_with_the_paper_benchmarks():
@@ -104,8 +173,11 @@ def test_paper_table_tiers_agree_with_the_published_ranks():
     loaded = load_results(default_paper_table())
     tiers, info = tier_summary(summarize(loaded.long), tiers_cfg, load_benchmark_meta())
     assert len(info) == 31 and info["chosen_by"].str.contains("benchmark_meta gate_paper").all()
-    assert info.set_index("benchmark").loc["iwildcam", "turn"] == "-x"
-    assert info.set_index("benchmark").loc["acdc", "scale"] == 100
+    i = info.set_index("benchmark")
+    assert i.loc["iwildcam", "range"] == "pool" and i.loc["iwildcam", "entered_as"].startswith("pool: (2.6 - x)")
+    assert i.loc["acdc", "range"] == "[0, 1]" and i.loc["acdc", "entered_as"] == "x"  # the paper prints Dice 0-1
+    assert i.loc["cifar100", "entered_as"] == "x / 100"
+    assert ((tiers.filter(regex=r"^tier:[a-z]+$") >= 0) & (tiers.filter(regex=r"^tier:[a-z]+$") <= 1)).all().all()
     check = compare_with_published(tiers, loaded.aggregates).set_index("tier")
     assert set(check.index) == {"small", "base", "big", "full"}
     assert (check["spearman"] > 0.97).all()
@@ -118,8 +190,8 @@ def test_dataset_config_tier_metric_comes_first(tmp_path):
     (d / "b1.yaml").write_text("name: b1\nmodality: image\ntask: classification\nnum_classes: 10\npaper_group: Mine\n"
                                "tier_metric: top5\n")
     meta = load_benchmark_meta(dataset_dirs=[d])
-    assert meta["b1"].tier_metrics[0][0] == "top5" and meta["b1"].paper_group == "Mine"
-    assert meta["digits"].tier_metrics[0][0] == "acc@1"  # the engine's packaged dataset config
+    assert meta["b1"].tier_metrics[0].name == "top5" and meta["b1"].paper_group == "Mine"
+    assert meta["digits"].tier_metrics[0].name == "acc@1"  # the engine's packaged dataset config
     frame = pd.DataFrame({"encoder": ["a", "b", "a", "b"], "dataset": ["b1"] * 4, "metric": ["acc@1"] * 2 + ["top5"] * 2,
                           "value": [1.0, 2.0, 4.0, 3.0], "higher_is_better": True})
     tiers, info = tier_summary(summarize(from_frame(frame).long), {"t": ["b1"]}, meta)
@@ -135,13 +207,20 @@ def test_benchmark_meta_from_the_composed_config_and_an_extra_file(tmp_path):
     with initialize_config_module(config_module="gate.conf", version_base=None):
         cfg = compose(config_name="analysis", overrides=['benchmark_meta.nyu.tier_metric=NYU Dice Score'])
     composed = OmegaConf.to_container(cfg.benchmark_meta)
-    assert len(composed) == 31 and composed["acdc"] == {"tier_metric": "ACDC Dice Score", "scale": 100}
+    assert len(composed) == 31 and composed["acdc"] == {"tier_metric": "ACDC Dice Score", "range": [0, 1]}
     extra = tmp_path / "mine.yaml"
-    extra.write_text("my_bench: {paper_group: Mine, tier_metric: top1, turn: negate}\n")
+    extra.write_text("my_bench: {paper_group: Mine, tier_metric: top1, range: [0, 10]}\n")
     meta = load_benchmark_meta(benchmarks_file=extra, benchmarks=composed)
     # nyu has a dataset config now: its tier_metric comes first, the composed benchmark_meta value next
-    assert meta["nyu"].tier_metrics[0][0] == "miou" and ("NYU Dice Score", "benchmark_meta") in meta["nyu"].tier_metrics
-    assert meta["my_bench"].paper_group == "Mine" and meta["my_bench"].turn == "negate"
+    assert meta["nyu"].tier_metrics[0].name == "miou"
+    assert ("NYU Dice Score", "benchmark_meta") in [(c.name, c.source) for c in meta["nyu"].tier_metrics]
+    assert meta["my_bench"].paper_group == "Mine" and meta["my_bench"].tier_metrics[0].range == (0.0, 10.0)
+    extra.write_text("my_bench: {tier_metric: top1, turn: negate}\n")
+    with pytest.raises(ValueError, match=r"'my_bench': turn was replaced by range: \[low, high\]"):
+        load_benchmark_meta(benchmarks_file=extra)
+    extra.write_text("my_bench: {tier_metric: top1, range: [5, 1]}\n")
+    with pytest.raises(ValueError, match=r"needs finite low < high"):
+        load_benchmark_meta(benchmarks_file=extra)
     with pytest.raises(ValueError, match="must be a mapping"):
         load_benchmark_meta(benchmarks={"x": "acc"})
 
@@ -153,7 +232,7 @@ def test_each_paper_benchmark_states_its_group_once_in_its_dataset_config():
     from gate.data.spec import load_dataset_spec
 
     paper = _read_meta_file(default_benchmarks_file())
-    assert len(paper) == 31 and not [k for k, m in paper.items() if set(m) - {"tier_metric", "turn", "bound", "scale"}]
+    assert len(paper) == 31 and not [k for k, m in paper.items() if set(m) - {"tier_metric", "range"}]
     meta = load_benchmark_meta()
     for key in paper:
         spec = load_dataset_spec(packaged_dataset_dir() / f"{key}.yaml")
@@ -182,3 +261,38 @@ def test_an_old_family_key_in_a_benchmarks_file_is_refused(tmp_path):
     extra.write_text("my_bench: {family: Mine, tier_metric: top1}\n")
     with pytest.raises(ValueError, match=r"'my_bench': family was renamed: write paper_group"):
         load_benchmark_meta(benchmarks_file=extra)
+
+
+def test_a_capped_evaluation_is_marked_where_its_number_is_shown(tmp_path):
+    """A number measured on a capped evaluation split is marked ‡ in table.md, table.tex, report.html,
+    tiers_benchmarks.csv and gate-tier's comparison, with how it was capped; a cap that did not bite (the split was
+    smaller) is not marked, and an old record (no split_rows fact) says the cap alone."""
+    from gate.analysis.pipeline import run_analysis
+    from gate.results import Record, ResultsStore
+    from gate.tiers.summary import compare_encoders, format_comparison
+
+    store = ResultsStore(tmp_path / "results" / "records.jsonl")
+    cases = {"digits": ({"used": 1000, "of": 10000}, 1000), "fashion_mnist": ({"used": 300, "of": 300}, 1000),
+             "cifar100": (None, 500)}
+    for ds, (rows, cap) in cases.items():
+        for enc, value in (("a", 0.8), ("b", 0.6)):
+            common = dict(experiment=f"{enc}-{ds}", kind="finetune", encoder=enc, dataset=ds, task="classification",
+                          adapter="x", recipe="conv", seed=0,
+                          config={"dataset": {"name": ds}, "encoder": {"name": enc},
+                                  "data": {"max_test_samples": cap, "max_val_samples": cap}})
+            store.append_set([Record(split="test", metric="acc@1", value=value, **common)],
+                             facts=None if rows is None else {"split_rows": {"test": rows, "val": rows}})
+    result = run_analysis(store.path, tmp_path / "report", tiers={"t": list(cases)}, figures=False)
+    md = (tmp_path / "report" / "table.md").read_text()
+    assert "| digits ‡ |" in md and "| fashion_mnist |" in md and "| cifar100 ‡ |" in md
+    assert "- **digits**: test: 1,000 of 10,000 rows" in md
+    assert "- **cifar100**: test: at most 500 rows (data.max_test_samples; the split's size was not recorded)" in md
+    assert r"digits $^\ddagger$" in (tmp_path / "report" / "table.tex").read_text()
+    html_text = (tmp_path / "report" / "report.html").read_text()
+    assert "digits ‡" in html_text and "test: 1,000 of 10,000 rows" in html_text
+    info = pd.read_csv(result.files["tiers_benchmarks.csv"], keep_default_na=False).set_index("benchmark")
+    assert info.loc["digits", "capped"] == "test: 1,000 of 10,000 rows" and info.loc["fashion_mnist", "capped"] == ""
+    lines = format_comparison(compare_encoders(result.tiers, ["a", "b"], "t", info.reset_index()))
+    assert lines[1].split()[:3] == ["t", "(tier", "mean)"] and lines[1].split()[3] == "‡"
+    assert any(line.strip().startswith("‡ averages benchmarks measured on a capped subset") and "cifar100, digits"
+               in line for line in lines)

@@ -105,9 +105,11 @@ def test_classifier_metrics_on_hand_made_logits():
 def test_regressor_metrics_on_a_constant_offset():
     target = torch.tensor([0.5, 1.0, 2.5, 3.0, 1.5, 2.0])
     got = computed(regressor(), target + 0.5, target)
-    assert got == {"mae": pytest.approx(0.5), "mse": pytest.approx(0.25)}
+    # r2 = 1 - SSE / SST, SST = sum((y - mean y)^2) = 4.375 (mean 1.75): by hand, 1 - 1.5 / 4.375
+    assert got == {"mae": pytest.approx(0.5), "mse": pytest.approx(0.25), "r2": pytest.approx(1 - 1.5 / 4.375)}
     mixed = target + torch.tensor([1.0, -1.0, 2.0, -2.0, 0.0, 0.0])
-    assert computed(regressor(), mixed, target) == {"mae": pytest.approx(1.0), "mse": pytest.approx(10 / 6)}
+    assert computed(regressor(), mixed, target) == {"mae": pytest.approx(1.0), "mse": pytest.approx(10 / 6),
+                                                    "r2": pytest.approx(1 - 10 / 4.375)}
     assert regressor().monitor == "mae" and regressor().monitor_mode == "min"
 
 
@@ -275,7 +277,7 @@ def test_bouncing_trajectory_stays_inside_and_keeps_its_speed():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dataset,metrics", [("fmnist_video", {"acc@1", "acc@5"}), ("fmnist_video_speed", {"mae", "mse"})])
+@pytest.mark.parametrize("dataset,metrics", [("fmnist_video", {"acc@1", "acc@5"}), ("fmnist_video_speed", {"mae", "mse", "r2"})])
 def test_gate_run_end_to_end(tmp_path, dataset, metrics, capsys):
     # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
     args = [f"dataset={dataset}", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
@@ -287,7 +289,7 @@ def test_gate_run_end_to_end(tmp_path, dataset, metrics, capsys):
     test = {r["metric"]: r["value"] for r in records if r["split"] == "test"}
     for prefix in ("", "ensemble_1/", "ensemble_2/"):
         assert {prefix + m for m in metrics | {"loss"}} <= set(test)
-    assert all(np.isfinite(v) and v >= 0 for v in test.values())
+    assert all(np.isfinite(v) and (v >= 0 or m.endswith("r2")) for m, v in test.items())  # r2 < 0: worse than the mean
     monitor = "acc@1" if dataset == "fmnist_video" else "mae"
     val = [r for r in records if r["split"] == "val"]
     assert [r["metric"] for r in val] == [monitor] and val[0]["higher_is_better"] == (monitor == "acc@1")

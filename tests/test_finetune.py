@@ -163,6 +163,8 @@ def test_gate_run_cli_on_fashion_mnist_writes_only_under_its_output_root(tmp_pat
     facts = rows[0]["facts"]
     assert facts["resumed_from_step"] is None and facts["wall_seconds"] > 0 and facts["train_samples"] == steps * batch
     assert facts["train_samples_per_second"] > 0 and facts["peak_host_memory_mb"] > 0
+    # the capped evaluation is a fact of the run (tables mark it ‡): Fashion-MNIST's test split has 10,000 images
+    assert facts["split_rows"]["test"] == {"used": 256, "of": 10000} and facts["split_rows"]["val"]["used"] == 128
     # keep_checkpoints=best (the default): only the tested checkpoint is left.
     (run_dir,) = (root / "runs").iterdir()
     assert len(list((run_dir / "checkpoints").glob("*.ckpt"))) == 1

@@ -19,7 +19,8 @@ Design (both adapters share :class:`TemporalAdapter`):
   the loss is the MSE in standardised units, ``((prediction - y) / std)^2``, where ``mean``/``std`` are the
   TRAIN split's (computed when the data module checks the train split and kept in the buffers
   ``target_mean``/``target_std``, so checkpoints carry them). Metrics ``mae`` and ``mse`` (torchmetrics, target
-  units), checkpoints by val ``mae`` (lower is better), ensembles average the predictions.
+  units) and ``r2`` (1 − MSE / the split's target variance: what a tier mean averages), checkpoints by val ``mae``
+  (lower is better), ensembles average the predictions.
 * Clips are served ``clips_per_batch`` at a time (GATE's video batch size is 8 clips), which replaces
   ``data.batch_size`` (that counts images; a clip is T images through the encoder). Per-frame random
   augmentation is off (``augment_inputs = False``): it would be drawn independently per frame and break motion.
@@ -38,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
-from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection
+from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
 from ..families import TaskFamily, register_family
 from .base import Adapter
@@ -258,7 +259,9 @@ class TemporalRegressor(TemporalAdapter):
         return (error * error).mean()
 
     def make_metrics(self) -> MetricCollection:
-        return MetricCollection({"mae": MeanAbsoluteError(), "mse": MeanSquaredError()})
+        # r2 puts the error on a scale without units (0: no better than the split's mean), which is how a
+        # regression benchmark enters tier means (docs/tiers.md); mae and mse stay in the target's units.
+        return MetricCollection({"mae": MeanAbsoluteError(), "mse": MeanSquaredError(), "r2": R2Score()})
 
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
         return {self.column: torch.as_tensor(float(row[self.column]), dtype=torch.float32)}
@@ -292,5 +295,5 @@ register_family(TaskFamily(
     metrics=("loss", "acc@1", "acc@5"), summary_label="Video Class", renderer="clip_label", closed_label_set=True))
 register_family(TaskFamily(
     name="temporal_regression", targets=frozenset({"clip_value"}), has_classes=False,
-    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse"), summary_label="Video Reg",
+    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse", "r2"), summary_label="Video Reg",
     renderer="clip_value"))

@@ -15,9 +15,10 @@ spearman, spearman_p, kendall, kendall_p, weighted_tau, top1, top3, rel_top1``.
 * ``rel_top1``: target of the score's top pick ÷ best target (the mean target when several encoders
   tie for the top score); for a lower-is-better target, best ÷ pick, so 1 is always perfect.
 * ``relative=True``: accuracy targets become relative accuracy ``(acc - 1/C) / (1/C)`` with ``C``
-  classes (accuracies above 1 are read as percentages). This leaves the per-dataset correlations
-  unchanged (an increasing affine map) but changes ``rel_top1`` and makes targets of datasets with
-  different class counts comparable: extra rows with ``dataset = "ALL"`` pool the (encoder, dataset)
+  classes, the accuracy read as a fraction of its declared range (:func:`gate.analysis.meta.metric_scale`: a
+  percentage row declares ``range: [0, 100]``; an undeclared range is an error, never a guess from the values).
+  This leaves the per-dataset correlations unchanged (an increasing affine map) but changes ``rel_top1`` and
+  makes targets of datasets with different class counts comparable: extra rows with ``dataset = "ALL"`` pool the (encoder, dataset)
   points of every dataset (their top1/top3/rel_top1 are left empty: those are per-dataset notions).
 """
 
@@ -30,7 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gate.analysis.meta import BenchmarkMeta, choose_tier_metric
+from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, metric_scale
 
 COLUMNS = ["dataset", "score_metric", "target_metric", "n", "pearson", "pearson_p", "spearman", "spearman_p",
            "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1"]
@@ -126,7 +127,7 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
             thib = bool(trows["higher_is_better"].iloc[0])
             tvals = trows.set_index("encoder")["mean"].astype(float)
             if relative:
-                tvals = _relative(tvals, bench, dataset, tmetric, thib, trows, num_classes or {})
+                tvals = _relative(tvals, bench, dataset, tmetric, thib, trows, num_classes or {}, meta or {})
             for (sbench, smetric), srows in sc_rows.groupby(["benchmark", "metric"], sort=False):
                 slabel = smetric if sbench == dataset else f"{smetric} [{sbench[len(dataset):].strip('[]')}]"
                 shib = bool(srows["higher_is_better"].iloc[0])
@@ -162,16 +163,16 @@ def _targets_for(bench: str, dataset: str, ft_rows: pd.DataFrame, target, meta) 
     if target == "all":
         return metrics
     if target is None:
-        metric, why = choose_tier_metric(bench, dataset, metrics, meta)
-        if metric is None:
-            warnings.warn(f"{why}; no correlations for {bench!r} (give target=<metric>)", stacklevel=3)
+        rep = choose_tier_metric(bench, dataset, metrics, meta)
+        if rep.metric is None:
+            warnings.warn(f"{rep.why}; no correlations for {bench!r} (give target=<metric>)", stacklevel=3)
             return []
-        return [metric]
+        return [rep.metric]
     return list(target)
 
 
 def _relative(tvals: pd.Series, bench: str, dataset: str, tmetric: str, thib: bool, trows: pd.DataFrame,
-              num_classes: Mapping[str, float]) -> pd.Series:
+              num_classes: Mapping[str, float], meta: Mapping[str, BenchmarkMeta]) -> pd.Series:
     if not thib:
         raise ValueError(f"relative=true turns accuracies into relative accuracies; target {tmetric!r} of "
                          f"{bench!r} is lower-is-better")
@@ -182,9 +183,13 @@ def _relative(tvals: pd.Series, bench: str, dataset: str, tmetric: str, thib: bo
     if c is None or not c or c < 2:
         raise ValueError(f"relative=true needs the number of classes of {dataset!r}: not in its records' config; "
                          f"give num_classes.{dataset}=<C>")
-    scale = 100.0 if (tvals.dropna() > 1.0).any() else 1.0
+    declared = metric_scale(bench, dataset, str(trows["metric_name"].iloc[0]), thib, meta).range
+    if not isinstance(declared, tuple):
+        raise ValueError(f"relative=true reads {tmetric!r} of {bench!r} as a fraction, but its range is not declared "
+                         f"(gate/metrics.py, tier_range in its dataset config, or range in a benchmarks file)")
+    fraction = (tvals - declared[0]) / (declared[1] - declared[0])
     chance = 1.0 / float(c)
-    return (tvals / scale - chance) / chance
+    return (fraction - chance) / chance
 
 
 def _pooled(pairs: pd.DataFrame, min_encoders: int) -> pd.DataFrame:

@@ -8,7 +8,7 @@ Three inputs are accepted; the format is detected from the file:
 2. **Long CSV**: one row per measured number with at least ``encoder, dataset, metric, value``;
    optional ``kind`` (``finetune`` | ``score``, default ``finetune``), ``seed`` (default 0),
    ``higher_is_better``, ``paper_group``, ``task``, ``adapter``, ``recipe``, ``split``, ``experiment``,
-   ``timestamp``, ``num_classes``.
+   ``timestamp``, ``num_classes``, ``capped`` (how the evaluated split was capped; marked ‡ in tables).
 3. **Wide CSV**: the layout of the GATE paper's Table 3 (and of ``table.csv`` written by
    ``gate-analysis``): one row per metric with ``paper_group, dataset, metric, higher_is_better`` and one
    column per encoder. Rows with an empty ``dataset`` are aggregates (the paper's "Task Mean",
@@ -77,7 +77,7 @@ WIDE_RESERVED = WIDE_META + ("kind", "task", "adapter", "recipe", "split", "num_
 LONG_COLUMNS = (
     "kind", "encoder", "dataset", "paper_group", "task", "adapter", "recipe", "seed", "split", "metric",
     "value", "higher_is_better", "experiment", "variant", "protocol", "entrant", "entrant_config",
-    "timestamp", "num_classes", "order",
+    "timestamp", "num_classes", "capped", "order",
 )
 # At most this many differing keys in a variant's label, then "+N more".
 LABEL_KEYS = 3
@@ -323,7 +323,26 @@ def _record_row(row: Mapping[str, Any], i: int, path: Path, cache: dict) -> dict
         "entrant_config": entrant_json,
         "timestamp": str(row.get("timestamp") or ""),
         "num_classes": _num_classes(config),
+        "capped": _capped(row, config),
     }
+
+
+def _capped(row: Mapping[str, Any], config: Mapping[str, Any] | None) -> str:
+    """How a fine-tuning record's evaluation split was capped (``data.max_<split>_samples``), or "" when it was
+    whole: the run's facts say the rows used and the rows the split had; a record written before they did says the
+    cap alone."""
+    split = str(row.get("split") or "")
+    if row.get("kind") != "finetune" or split not in ("val", "test"):
+        return ""
+    facts = row.get("facts") if isinstance(row.get("facts"), Mapping) else {}
+    rows = (facts.get("split_rows") or {}).get(split) if isinstance(facts.get("split_rows"), Mapping) else None
+    if isinstance(rows, Mapping) and rows.get("of") is not None and rows.get("used") is not None:
+        used, of = int(rows["used"]), int(rows["of"])
+        return f"{split}: {used:,} of {of:,} rows" if used < of else ""
+    cap = _config_get(config, "data", f"max_{split}_samples")
+    if cap is None:
+        return ""
+    return f"{split}: at most {int(cap):,} rows (data.max_{split}_samples; the split's size was not recorded)"
 
 
 def _old_columns_renamed(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
@@ -374,7 +393,7 @@ def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if bad_kind.any():
         raise ValueError(f"{path}: column 'kind' must be one of {list(KINDS)}; "
                          f"got {sorted(set(long.loc[bad_kind, 'kind']))} in row(s) {_rows(bad_kind)}")
-    for col in ("paper_group", "task", "adapter", "recipe", "split", "experiment", "timestamp"):
+    for col in ("paper_group", "task", "adapter", "recipe", "split", "experiment", "timestamp", "capped"):
         long[col] = frame[col].fillna("").astype(str) if col in frame else ""
     long["seed"] = pd.to_numeric(frame["seed"], errors="coerce").fillna(0).astype(int) if "seed" in frame else 0
     explicit = ([_parse_bool(v, path, "higher_is_better") for v in frame["higher_is_better"]]
@@ -461,6 +480,7 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
     long["seed"] = 0
     long["experiment"] = ""
     long["timestamp"] = ""
+    long["capped"] = ""
     _set_csv_identity(long)
     long["order"] = np.arange(len(long))
     long["encoder"] = long["encoder"].astype(str)
@@ -490,14 +510,15 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
     * When a metric exists on several splits the metric label becomes ``metric (split)``.
 
     Returns columns ``kind, encoder, dataset, benchmark, paper_group, metric, metric_name, split,
-    higher_is_better, mean, std, n, num_classes, main_variant``: ``dataset``/``metric_name`` are the raw
+    higher_is_better, mean, std, n, num_classes, main_variant, capped`` (``capped``: how the evaluated split was
+    capped, e.g. ``test: 1,000 of 10,000 rows``; empty when whole or unknown): ``dataset``/``metric_name`` are the raw
     names, ``benchmark``/``metric`` the (possibly qualified) labels used in tables, ``encoder`` the
     (possibly qualified) encoder label.
     """
     df = long.copy()
-    for col in ("protocol", "entrant", "entrant_config"):  # frames built by hand may lack them
+    for col in ("protocol", "entrant", "entrant_config", "capped"):  # frames built by hand may lack them
         if col not in df.columns:
-            df[col] = "{}" if col != "entrant" else ""
+            df[col] = "{}" if col in ("protocol", "entrant_config") else ""
     for col, want in (filters or {}).items():
         if col not in df.columns:
             shown = [c for c in LONG_COLUMNS if c not in ("value", "protocol", "entrant_config", "order")]
@@ -559,9 +580,10 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
         split=("split", "first"), higher_is_better=("higher_is_better", "first"),
         mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1) if len(v) > 1 else np.nan),
         n=("value", "size"), num_classes=("num_classes", "max"), main_variant=("main_variant", "all"),
+        capped=("capped", _first_nonempty),
     ).reset_index()
     cols = ["kind", "encoder", "dataset", "benchmark", "paper_group", "metric", "metric_name", "split",
-            "higher_is_better", "mean", "std", "n", "num_classes", "main_variant"]
+            "higher_is_better", "mean", "std", "n", "num_classes", "main_variant", "capped"]
     return agg[cols]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from gate.analysis.meta import DEPARTS_MARK, note_of
-from gate.analysis.table import cells, fmt
+from gate.analysis.meta import CAPPED_FOOTNOTE, CAPPED_MARK, DEPARTS_FOOTNOTE, DEPARTS_MARK, capped_benchmarks
+from gate.analysis.table import cells, fmt, marked
 
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1400px;
@@ -69,31 +69,31 @@ def frame_html(df: pd.DataFrame, left: Sequence[str] = (), digits: bool = True, 
 
 
 def results_table_html(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame,
-                       notes: Mapping[str, str] | None = None) -> str:
-    """The fine-tuning table; a benchmark whose numbers depart from GATE's protocol is marked † (the note in
-    its tooltip) and its note is printed under the table."""
+                       notes: Mapping[str, str] | None = None, capped: Mapping[str, str] | None = None) -> str:
+    """The fine-tuning table; a benchmark whose numbers depart from GATE's protocol is marked † and one measured on a
+    capped evaluation split ‡ (the note in its tooltip), and the notes are printed under the table."""
     if mean.empty:
         return "<p class='meta'>(no fine-tuning results)</p>"
     encoders, text, best = cells(mean, std, n)
+    labels, noted, caps = marked(mean, notes, capped)
     head = "".join(f"<th class='l'>{h}</th>" for h in ("group", "dataset", "metric", "")) + "".join(
         f"<th>{html.escape(e)}</th>" for e in encoders)
-    rows, noted = [], {}
+    rows = []
     for i in range(len(mean)):
         arrow = "↑" if mean.loc[i, "higher_is_better"] else "↓"
         tds = [f"<td class='l'>{html.escape(str(mean.loc[i, c]))}</td>" for c in ("paper_group", "dataset", "metric")]
-        note = note_of(str(mean.loc[i, "dataset"]), notes)
-        if note:
-            noted[str(mean.loc[i, "dataset"])] = note
-            tds[1] = (f"<td class='l' title='{html.escape(note, quote=True)}'>"
-                      f"{html.escape(str(mean.loc[i, 'dataset']))} {DEPARTS_MARK}</td>")
+        dataset = str(mean.loc[i, "dataset"])
+        tip = "; ".join(t for t in (noted.get(dataset), caps.get(dataset)) if t)
+        if tip:
+            tds[1] = f"<td class='l' title='{html.escape(tip, quote=True)}'>{html.escape(labels[i])}</td>"
         tds.append(f"<td class='l'>{arrow}</td>")
         tds += [f"<td class='{'best' if b and c else ''}'>{html.escape(c)}</td>" for c, b in zip(text[i], best[i])]
         rows.append("<tr>" + "".join(tds) + "</tr>")
     table = f"<div class='scroll'><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
-    if noted:
-        items = "".join(f"<li><b>{html.escape(b)}</b>: {html.escape(t)}</li>" for b, t in noted.items())
-        table += (f"<div class='meta'>{DEPARTS_MARK} Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):"
-                  f"<ul>{items}</ul></div>")
+    for mark, footnote, items in ((DEPARTS_MARK, DEPARTS_FOOTNOTE, noted), (CAPPED_MARK, CAPPED_FOOTNOTE, caps)):
+        if items:
+            lis = "".join(f"<li><b>{html.escape(b)}</b>: {html.escape(t)}</li>" for b, t in items.items())
+            table += f"<div class='meta'>{mark} {html.escape(footnote)}:<ul>{lis}</ul></div>"
     return table
 
 
@@ -126,8 +126,10 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
         parts.append(f"<div class='warn'><b>Warnings</b><ul>{items}</ul></div>")
     parts.append("<h2>Tier and paper-group summary</h2>")
     parts.append("<p class='meta'>Mean over each tier's (GATE paper group's) benchmarks of one representative metric per "
-                 "benchmark, turned so that higher is better (−x for losses/MAE, 100−x for Brier scores in %); "
-                 "rank 1 = best. An encoder missing a benchmark of a tier gets no mean for it.</p>")
+                 "benchmark, each put on one scale, 0–1 with higher better, by the range declared for that metric "
+                 "(<code>entered_as</code> in the benchmark table below: x / 100 for a percentage, 1 − x for a "
+                 "lower-is-better 0–1 metric, r2 clipped to [0, 1] for a regression); rank 1 = best. An encoder "
+                 "missing a benchmark of a tier gets no mean for it.</p>")
     parts.append("<p class='meta'>When one dataset was run under several protocols (configurations), only its "
                  "main variant enters these means: the one covering the most encoders (then the most records, then "
                  "the earliest), which keeps the bare dataset name. The others are labelled by the protocol keys "
@@ -148,8 +150,8 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     if "vs_gate" in tier_info.columns and not tier_info["vs_gate"].astype(bool).any():
         tier_info = tier_info.drop(columns="vs_gate")
     tier_info = tier_info.rename(columns={"paper_group": "group"})  # the GATE paper's group, as the tables label it
-    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "group", "metric", "turn", "chosen_by", "tiers",
-                                             "vs_gate")))
+    parts.append(frame_html(tier_info, left=("benchmark", "dataset", "group", "metric", "range", "range_from",
+                                             "entered_as", "chosen_by", "tiers", "vs_gate")))
     for section, title in (("overview", "Rankings"), ("tiers", "Tier means"), ("correlations", "Scores vs fine-tuning")):
         figs = [f for f in figures if f[1] == section]
         if section == "correlations":
@@ -164,7 +166,8 @@ def write_report(path: Path, *, source: str, fmt_name: str, summary: pd.DataFram
     parts.append("<h2>Fine-tuning results</h2>")
     parts.append("<p class='meta'>Mean over seeds (± sample std when more than one seed); best per row "
                  "highlighted; ↑ higher is better, ↓ lower is better.</p>")
-    parts.append(results_table_html(tables["mean"], tables["std"], tables["n"], notes_vs_gate))
+    parts.append(results_table_html(tables["mean"], tables["std"], tables["n"], notes_vs_gate,
+                                    capped_benchmarks(summary)))
     parts.append("</body></html>")
     path.write_text("\n".join(parts), encoding="utf-8")
     return path

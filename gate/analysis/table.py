@@ -43,8 +43,12 @@ def wide_table(summary: pd.DataFrame, kind: str = "finetune", value: str = "mean
 def write_tables(summary: pd.DataFrame, out_dir: str | Path, notes: Mapping[str, str] | None = None) -> dict[str, Path]:
     """Write table.csv, table_std.csv, table_n.csv, table.md and table.tex; returns their paths. ``notes``:
     benchmark -> how its numbers depart from GATE's protocol; such a dataset is marked † in table.md and table.tex,
-    the notes listed under the table."""
+    the notes listed under the table. A benchmark measured on a capped evaluation split (``summary``'s ``capped``)
+    is marked ‡ there, with how it was capped."""
+    from gate.analysis.meta import capped_benchmarks
+
     out_dir = Path(out_dir)
+    capped = capped_benchmarks(summary)
     mean = wide_table(summary, value="mean")
     std = wide_table(summary, value="std")
     n = wide_table(summary, value="n")
@@ -58,8 +62,8 @@ def write_tables(summary: pd.DataFrame, out_dir: str | Path, notes: Mapping[str,
     mean.to_csv(paths["table.csv"], index=False)
     std.to_csv(paths["table_std.csv"], index=False)
     n.to_csv(paths["table_n.csv"], index=False)
-    paths["table.md"].write_text(to_markdown(mean, std, n, notes))
-    paths["table.tex"].write_text(to_latex(mean, std, n, notes))
+    paths["table.md"].write_text(to_markdown(mean, std, n, notes, capped))
+    paths["table.tex"].write_text(to_latex(mean, std, n, notes, capped))
     return paths
 
 
@@ -97,23 +101,29 @@ def cells(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame) -> tuple[list[
     return encoders, text, best
 
 
-def marked(mean: pd.DataFrame, notes: Mapping[str, str] | None) -> tuple[list[str], dict[str, str]]:
-    """The dataset label of each row (marked † when its numbers depart from GATE's protocol) and the notes of the
-    marked ones, in row order."""
-    from gate.analysis.meta import DEPARTS_MARK, note_of
+def marked(mean: pd.DataFrame, notes: Mapping[str, str] | None, capped: Mapping[str, str] | None = None
+           ) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The dataset label of each row (marked † when its numbers depart from GATE's protocol, ‡ when they were measured
+    on a capped split), and the notes and caps of the marked ones, in row order."""
+    from gate.analysis.meta import marks, note_of
 
-    labels, noted = [], {}
+    labels, noted, caps = [], {}, {}
     for dataset in mean["dataset"].astype(str):
-        note = note_of(dataset, notes)
-        labels.append(f"{dataset} {DEPARTS_MARK}" if note else dataset)
-        if note:
-            noted[dataset] = note
-    return labels, noted
+        mark = marks(dataset, notes, capped)
+        labels.append(f"{dataset} {mark}" if mark else dataset)
+        if note_of(dataset, notes):
+            noted[dataset] = note_of(dataset, notes)
+        if (capped or {}).get(dataset):
+            caps[dataset] = capped[dataset]
+    return labels, noted, caps
 
 
-def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None) -> str:
+def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None,
+                capped: Mapping[str, str] | None = None) -> str:
+    from gate.analysis.meta import CAPPED_FOOTNOTE, CAPPED_MARK, DEPARTS_FOOTNOTE, DEPARTS_MARK
+
     encoders, text, best = cells(mean, std, n)
-    labels, noted = marked(mean, notes)
+    labels, noted, caps = marked(mean, notes, capped)
     head = ["group", "dataset", "metric", ""] + encoders
     lines = ["| " + " | ".join(_md(h) for h in head) + " |", "|" + "---|" * len(head)]
     for i in range(len(mean)):
@@ -124,14 +134,20 @@ def to_markdown(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: M
     note = ("\nMean over seeds (± sample std when more than one seed); best per row in bold; "
             "↑ higher is better, ↓ lower is better; – no result.\n")
     if noted:
-        note += "\n† Departs from the GATE paper's protocol (the dataset config's notes_vs_gate):\n\n" + "".join(
-            f"- **{_md(b)}**: {_md(t)}\n" for b, t in noted.items())
+        note += f"\n{DEPARTS_MARK} {DEPARTS_FOOTNOTE}:\n\n" + "".join(f"- **{_md(b)}**: {_md(t)}\n"
+                                                                    for b, t in noted.items())
+    if caps:
+        note += f"\n{CAPPED_MARK} {CAPPED_FOOTNOTE}:\n\n" + "".join(f"- **{_md(b)}**: {_md(t)}\n"
+                                                                  for b, t in caps.items())
     return "\n".join(lines) + "\n" + note
 
 
-def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None) -> str:
+def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapping[str, str] | None = None,
+             capped: Mapping[str, str] | None = None) -> str:
+    from gate.analysis.meta import CAPPED_FOOTNOTE
+
     encoders, text, best = cells(mean, std, n)
-    labels, noted = marked(mean, notes)
+    labels, noted, caps = marked(mean, notes, capped)
     cols = "lll" + "r" * len(encoders)
     out = [r"% gate-analysis: fine-tuning results, mean over seeds (\pm sample std), best per row in bold.",
            r"% Needs \usepackage{booktabs}.",
@@ -139,7 +155,8 @@ def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapp
            " & ".join(["Group", "Dataset", "Metric"] + [_tex(e) for e in encoders]) + r" \\", r"\midrule"]
     for i in range(len(mean)):
         arrow = r"$\uparrow$" if mean.loc[i, "higher_is_better"] else r"$\downarrow$"
-        row = [_tex(str(mean.loc[i, "paper_group"])), _tex(labels[i]).replace("†", r"$^\dagger$"),
+        row = [_tex(str(mean.loc[i, "paper_group"])),
+               _tex(labels[i]).replace("†", r"$^\dagger$").replace("‡", r"$^\ddagger$"),
                _tex(str(mean.loc[i, "metric"])) + " " + arrow]
         for c, b in zip(text[i], best[i]):
             c = c.replace(" ± ", r" $\pm$ ") if c else "--"
@@ -149,6 +166,9 @@ def to_latex(mean: pd.DataFrame, std: pd.DataFrame, n: pd.DataFrame, notes: Mapp
     if noted:  # printed under the table, so the compiled table says it too
         out.append(r"\par\smallskip{\footnotesize $^\dagger$ Departs from the GATE paper's protocol: "
                    + "; ".join(r"\textbf{" + _tex(b) + "}: " + _tex(t) for b, t in noted.items()) + "}")
+    if caps:
+        out.append(r"\par\smallskip{\footnotesize $^\ddagger$ " + _tex(CAPPED_FOOTNOTE) + ": "
+                   + "; ".join(r"\textbf{" + _tex(b) + "}: " + _tex(t) for b, t in caps.items()) + "}")
     out.append("")
     return "\n".join(out)
 

@@ -3,9 +3,10 @@ over a tier's benchmarks (and over each GATE paper group's), and the encoder's r
 
 Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists every benchmark used):
 
-* A benchmark is represented by one metric (:mod:`gate.analysis.meta` says which and why), multiplied
-  by its ``scale`` and turned so that higher is better (``-x`` for losses/MAE/ranks, ``100 - x`` /
-  ``1 - x`` for Brier scores) before averaging; the turned value is what is averaged.
+* A benchmark is represented by one metric (:mod:`gate.analysis.meta` says which and why), put on one scale,
+  0–1 with higher better, by the range declared for that metric (:func:`gate.analysis.meta.tier_scale`: its
+  source's declaration, else the metric registry's); that value is what is averaged, and ``tiers_benchmarks.csv``
+  says how each entered (``range``, ``range_from``, ``entered_as``).
 * Missing values are not filled: an encoder that lacks any benchmark of a tier (or group) gets no
   mean (empty cell) for it — a mean over fewer benchmarks is not comparable. ``partial=True``
   averages over the benchmarks it has instead, and the number used is reported.
@@ -25,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from gate.analysis.meta import BenchmarkMeta, apply_turn, choose_tier_metric, describe_turn, note_of, turn_rule
+from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, note_of, tier_scale
 
 
 def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -57,40 +58,57 @@ def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
 
 def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMeta]
                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Encoders × benchmarks of turned representative values, and one info row per benchmark.
+    """Encoders × benchmarks of representative values on the tier scale (0–1, higher is better), and one info row
+    per benchmark saying how it entered.
 
     ``summary`` is the output of :func:`gate.analysis.load.summarize` (only fine-tuning rows are used).
     """
     ft = summary[summary["kind"] == "finetune"]
-    columns, info = {}, []
+    columns, info, undeclared = {}, [], []
+    notes = {k: v.notes_vs_gate for k, v in meta.items() if v.notes_vs_gate}
     for bench, rows in ft.groupby("benchmark", sort=False):
         dataset = rows["dataset"].iloc[0]
-        metric, why = choose_tier_metric(bench, dataset, list(dict.fromkeys(rows["metric"])), meta)
+        rep = choose_tier_metric(bench, dataset, list(dict.fromkeys(rows["metric"])), meta)
         m = meta.get(bench) or meta.get(dataset)
-        if metric is None:
-            warnings.warn(why, stacklevel=2)
+        if rep.metric is None:
+            warnings.warn(rep.why, stacklevel=2)
             continue
-        sel = rows[rows["metric"] == metric]
-        values = sel.set_index("encoder")["mean"].astype(float)
-        scale = (m.scale if m is not None and m.scale else 1.0)
-        values = values * scale
+        sel = rows[rows["metric"] == rep.metric]
         hib = bool(sel["higher_is_better"].iloc[0])
-        rule, bound = turn_rule(metric, hib, values, m)
-        columns[bench] = apply_turn(values, rule, bound)
+        scale = tier_scale(rep, hib)
+        columns[bench], entered = scale.apply(sel.set_index("encoder")["mean"], f"benchmark {bench!r}, metric "
+                                                                                f"{rep.metric!r}")
+        if scale.range is None:
+            undeclared.append(f"{bench} ({rep.metric})")
         group = _first(rows["paper_group"]) or (m.paper_group if m is not None else "") or ""
-        info.append({"benchmark": bench, "dataset": dataset, "paper_group": group, "metric": metric,
-                     "higher_is_better": hib, "scale": scale, "turn": describe_turn(rule, bound),
-                     "n_encoders": int(values.notna().sum()), "chosen_by": why,
+        info.append({"benchmark": bench, "dataset": dataset, "paper_group": group, "metric": rep.metric,
+                     "higher_is_better": hib, "range": _range_text(scale.range), "range_from": scale.declared_by,
+                     "entered_as": entered, "n_encoders": int(columns[bench].notna().sum()), "chosen_by": rep.why,
                      "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True,
-                     "vs_gate": note_of(bench, {k: v.notes_vs_gate for k, v in meta.items() if v.notes_vs_gate})})
+                     "vs_gate": note_of(bench, notes), "capped": _first(sel["capped"]) if "capped" in sel else ""})
+    if undeclared:
+        warnings.warn(f"no declared range for {undeclared}: entered on their own scale (negated when lower is "
+                      f"better), so the tier and group means mix scales; declare tier_range in the dataset config or "
+                      f"range in a benchmarks file (docs/tiers.md)", stacklevel=2)
     values = pd.DataFrame(columns)
     return values, pd.DataFrame(info, columns=INFO_COLUMNS)
 
 
-INFO_COLUMNS = ["benchmark", "dataset", "paper_group", "metric", "higher_is_better", "scale", "turn", "n_encoders",
-                "chosen_by", "in_means", "vs_gate"]
-"""``vs_gate``: how the benchmark's numbers depart from the GATE paper's protocol (its ``notes_vs_gate``; empty when
-they do not), so that the CSV a reader opens says it too."""
+def _range_text(value_range) -> str:
+    if value_range is None:
+        return "undeclared"
+    if isinstance(value_range, str):
+        return value_range
+    return f"[{value_range[0]:g}, {value_range[1]:g}]"
+
+
+INFO_COLUMNS = ["benchmark", "dataset", "paper_group", "metric", "higher_is_better", "range", "range_from",
+                "entered_as", "n_encoders", "chosen_by", "in_means", "vs_gate", "capped"]
+"""``range``: the metric's declared range (``pool``: the encoders' best and worst; ``undeclared``), ``range_from``:
+who declared it, ``entered_as``: the formula that put it on 0–1, higher is better. ``vs_gate``: how the benchmark's
+numbers depart from the GATE paper's protocol (its ``notes_vs_gate``; empty when they do not), so that the CSV a
+reader opens says it too; ``capped``: how its evaluation split was capped (empty: the whole split), marked ‡ where
+it is shown."""
 
 
 def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[str, BenchmarkMeta],

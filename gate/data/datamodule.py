@@ -76,6 +76,12 @@ class GATEDataModule(L.LightningDataModule):
                 raise ValueError(f"dataset {spec.name!r}: split {name!r} is empty")
             adapter.check_split(spec, name, split)
 
+    def split_rows(self) -> dict[str, dict[str, int | None]]:
+        """Per split, the rows it serves (``used``) and the rows it had before ``data.max_<split>_samples`` capped
+        it (``of``; None when the splits did not come through :func:`gate.data.splits.make_splits`)."""
+        before = getattr(self.splits, "rows_before_caps", None) or {}
+        return {name: {"used": len(split), "of": before.get(name)} for name, split in self.splits.items()}
+
     def setup(self, stage: str | None = None) -> None:
         if self._data:
             return

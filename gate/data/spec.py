@@ -7,6 +7,7 @@ column. A dataset says which columns hold targets and of which kind; the task ad
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,8 @@ class DatasetSpec:
     options: task-specific facts the adapter reads (answer types, frames per clip, ...).
     paper_group: the GATE paper's benchmark group (``Img Class``, ``Medical Seg``, ...) that analysis averages it
         in; default: its task family's ``summary_label``. Not the task family (that is ``task``).
-    tier_turn / tier_bound / tier_scale: how analysis turns and scales its tier metric (gate.analysis.meta).
+    tier_range: ``(low, high)``, the span of ``tier_metric`` that analysis maps onto 0–1 in tier means (values
+        outside are clipped); None: the metric registry's range (gate.analysis.meta).
     notes_vs_gate: where its numbers depart from the GATE paper's protocol (printed beside it in reports).
     """
 
@@ -49,9 +51,7 @@ class DatasetSpec:
     ignore_index: int | None = None
     heads: Mapping[str, int] = dataclasses.field(default_factory=dict)
     options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    tier_turn: str | None = None
-    tier_bound: float | None = None
-    tier_scale: float | None = None
+    tier_range: tuple[float, float] | None = None
     notes_vs_gate: str = ""
 
     def __post_init__(self) -> None:
@@ -133,6 +133,9 @@ class DatasetSpec:
 RENAMED_DATASET_KEYS = {
     "family": "paper_group (the GATE paper's benchmark group; the task family is dataset.task)",
     "protocol": "paper_protocol (the paper's image size and batch size for this benchmark)",
+    # issue 24: one declared range per tier metric replaced a scale, bound and turn applied to any metric found
+    **{key: "tier_range ([low, high] of tier_metric, mapped onto 0-1 in tier means; direction from gate/metrics.py)"
+       for key in ("tier_scale", "tier_bound", "tier_turn")},
 }
 
 
@@ -153,16 +156,23 @@ def spec_from_config(cfg: Mapping[str, Any]) -> DatasetSpec:
         raise ValueError(f"dataset {cfg.get('name', '?')!r}: missing {missing} (a dataset config declares name, "
                          f"modality, task and num_classes)")
 
-    def number(key: str) -> float | None:
-        return None if cfg.get(key) is None else float(cfg[key])
-
+    tier_range = cfg.get("tier_range")
+    if tier_range is not None:
+        try:
+            low, high = (float(v) for v in tier_range)
+        except (TypeError, ValueError):
+            low = high = math.nan
+        if not (math.isfinite(low) and math.isfinite(high) and low < high):
+            raise ValueError(f"dataset {cfg.get('name', '?')!r}: tier_range={tier_range!r} is invalid: give "
+                             f"[low, high] with finite low < high (the span of tier_metric mapped onto 0-1)")
+        tier_range = (low, high)
     return DatasetSpec(name=str(cfg["name"]), modality=cfg["modality"], task=cfg["task"],
                        num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
                        tier_metric=cfg.get("tier_metric", "acc@1"), paper_group=cfg.get("paper_group") or "",
                        class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
                        targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
                        heads=cfg.get("heads") or {}, options=cfg.get("options") or {},
-                       tier_turn=cfg.get("tier_turn"), tier_bound=number("tier_bound"), tier_scale=number("tier_scale"),
+                       tier_range=tier_range,
                        notes_vs_gate=" ".join(str(cfg.get("notes_vs_gate") or "").split()))
 
 

@@ -101,7 +101,8 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
     (:func:`gate.data.manifest.carve_classes`, classes by ``label_column``).
     ``num_classes`` (single-label tasks) must equal the classes present in the whole training split.
     ``max_samples`` caps splits after the manifest (:func:`cap_splits`), by whole groups of
-    ``cap_group_column`` (default ``group_column``; :func:`cap_unit` chooses it for a dataset config).
+    ``cap_group_column`` (default ``group_column``; :func:`cap_unit` chooses it for a dataset config); the result's
+    ``rows_before_caps`` attribute says how many rows each split had before.
     """
     recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction,
                         "roles": roles, "by_class": by_class},
@@ -117,7 +118,11 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
                              f"{present.size} classes; set dataset.num_classes={present.size}")
     capped = cap_splits(splits, max_samples, run_seed=seed, split_seed=split_seed,
                         group_column=cap_group_column or group_column)
-    return datasets.DatasetDict({n: capped[n] for n in ("train", "val", "test")})
+    out = datasets.DatasetDict({n: capped[n] for n in ("train", "val", "test")})
+    # A number measured on a capped split is shown as such (gate.analysis marks it): the run's facts say how many
+    # rows each split had before its cap (GATEDataModule.split_rows).
+    out.rows_before_caps = {n: len(splits[n]) for n in ("train", "val", "test")}
+    return out
 
 
 def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:

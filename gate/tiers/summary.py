@@ -138,14 +138,17 @@ def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: s
     """Per GATE paper group and for the tier mean: each encoder's mean, and the first encoder minus each other one
     (pretrained vs scratch in the demo). Rows: ``group`` = paper group or ``<tier> (tier mean)``; ``departs`` =
     the benchmarks averaged in the row whose numbers depart from GATE's protocol (``vs_gate`` of ``bench_info``,
-    the analysis' ``tiers_benchmarks.csv``), so a reader of the row knows it is not the paper's number."""
+    the analysis' ``tiers_benchmarks.csv``), so a reader of the row knows it is not the paper's number; ``capped`` =
+    those measured on a capped evaluation split (its ``capped``)."""
     if tiers_table.empty:
-        return pd.DataFrame(columns=["group", *encoders, "departs"])
+        return pd.DataFrame(columns=["group", *encoders, "departs", "capped"])
     t = tiers_table.set_index("encoder")
     present = [e for e in encoders if e in t.index]
     cols = [c for c in t.columns if c.startswith("group:") and not c.endswith((":rank", ":n"))]
     info = bench_info if bench_info is not None and "vs_gate" in bench_info.columns else None
     departing = [] if info is None else info.loc[info["vs_gate"].fillna("").astype(bool), ["benchmark", "paper_group"]]
+    capped = ([] if info is None or "capped" not in info.columns
+              else info.loc[info["capped"].fillna("").astype(bool), ["benchmark", "paper_group"]])
     rows = []
     for col, label in [(f"tier:{tier}", f"{tier} (tier mean)")] + [(c, c.split(":", 1)[1]) for c in cols]:
         if col not in t.columns:
@@ -154,8 +157,10 @@ def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: s
         for other in present[1:]:
             row[f"{present[0]} − {other}"] = row[present[0]] - row[other]
         if info is not None:
-            mine = departing if col.startswith("tier:") else departing[departing["paper_group"] == label]
-            row["departs"] = ",".join(map(str, mine["benchmark"]))
+            for key, marked in (("departs", departing), ("capped", capped)):
+                if len(marked) or key == "departs":
+                    mine = marked if col.startswith("tier:") else marked[marked["paper_group"] == label]
+                    row[key] = ",".join(map(str, mine["benchmark"]))
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -163,13 +168,15 @@ def compare_encoders(tiers_table: pd.DataFrame, encoders: Sequence[str], tier: s
 def format_comparison(comp: pd.DataFrame) -> list[str]:
     """The comparison as printed lines; a row averaging a benchmark that departs from GATE's protocol is marked †
     and the benchmarks are named under the table."""
-    from gate.analysis.meta import DEPARTS_MARK
+    from gate.analysis.meta import CAPPED_MARK, DEPARTS_MARK
 
     if comp.empty:
         return ["  (no tier or group means: see the report's warnings)"]
     departs = comp["departs"].fillna("") if "departs" in comp.columns else pd.Series("", index=comp.index)
-    labels = [f"{f} {DEPARTS_MARK}" if d else str(f) for f, d in zip(comp["group"], departs)]
-    cols = [c for c in comp.columns if c not in ("group", "departs")]
+    capped = comp["capped"].fillna("") if "capped" in comp.columns else pd.Series("", index=comp.index)
+    labels = [f"{f} {(DEPARTS_MARK if d else '') + (CAPPED_MARK if c else '')}".rstrip()
+              for f, d, c in zip(comp["group"], departs, capped)]
+    cols = [c for c in comp.columns if c not in ("group", "departs", "capped")]
     width = max(len(label) for label in labels)
     lines = [f"  {'group':<{width}}  " + "  ".join(f"{c:>{max(12, len(c))}}" for c in cols)]
     for label, (_, row) in zip(labels, comp.iterrows()):
@@ -183,6 +190,11 @@ def format_comparison(comp: pd.DataFrame) -> list[str]:
     if named:
         lines.append(f"  {DEPARTS_MARK} averages benchmarks whose numbers depart from the GATE paper's protocol "
                      f"(not comparable with its table): {', '.join(named)}; see tiers_benchmarks.csv (vs_gate)")
+    named = sorted({b for c in capped for b in c.split(",") if b})
+    if named:
+        lines.append(f"  {CAPPED_MARK} averages benchmarks measured on a capped subset of their evaluation split "
+                     f"(data.max_val_samples / data.max_test_samples), not the whole split: {', '.join(named)}; see "
+                     f"tiers_benchmarks.csv (capped)")
     return lines
 
 
@@ -223,11 +235,13 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     comparison.to_csv(out / "comparison.csv", index=False)
     if len(plan.encoders) > 1:
         sections.append((f"{plan.encoders[0]} vs the other encoders, per GATE paper group",
-                         f"<p class='meta'>{note}. Mean of each group's representative metrics (turned so that higher "
-                         f"is better); the last columns are {html.escape(plan.encoders[0])} minus each other encoder "
+                         f"<p class='meta'>{note}. Mean of each group's representative metrics on one 0–1 scale, "
+                         f"higher is better (tiers_benchmarks.csv: entered_as); the last columns are "
+                         f"{html.escape(plan.encoders[0])} minus each other encoder "
                          f"(positive: {html.escape(plan.encoders[0])} is better).</p>"
-                         + frame_html(comparison if comparison.get("departs", pd.Series(dtype=str)).astype(bool).any()
-                                      else comparison.drop(columns="departs", errors="ignore"), left=("group",))
+                         + frame_html(comparison.drop(columns=[c for c in ("departs", "capped") if not
+                                                               comparison.get(c, pd.Series(dtype=str)).astype(bool).any()]),
+                                      left=("group",))
                          + (f"<p class='meta'>Skipped entries:</p><ul>{skipped}</ul>" if skipped else "")))
     sections.append(("Cost of the tier", "<p class='meta'>Sums of the runs' measured facts (wall-clock, CPU and GPU "
                                          "hours, energy); empty = not measured by these runs, never estimated.</p>"

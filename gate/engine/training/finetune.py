@@ -110,7 +110,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     gpus = int(trainer.num_devices) if device.type == "cuda" else 0
     run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus), "wall_seconds": wall,
                  "global_step": int(trainer.global_step), "device": str(device),
-                 "precision": str(trainer.precision), "world_size": int(trainer.world_size)}
+                 "precision": str(trainer.precision), "world_size": int(trainer.world_size),
+                 "split_rows": datamodule.split_rows()}
     if not trainer.is_global_zero:
         return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
     store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
