@@ -10,6 +10,7 @@ among whatever evaluation batch fits the device; acc@k among k or fewer candidat
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import pytest
@@ -253,11 +254,26 @@ def test_a_test_split_of_k_rows_or_fewer_leaves_acc_at_k_out(make_adapter, tmp_p
     adapter = make_adapter(["adapter.retrieval_candidates=8"])
     spec = build_spec(compose_run(tmp_path, ["dataset=fmnist_pairs"]).dataset)
     split = datasets.Dataset.from_dict({"image": [[[0]]] * 5, "caption": [f"a bag left of a coat {i}" for i in range(5)]})
-    with pytest.warns(UserWarning, match=r"the test split has 5 rows, so acc@\[5\].*not recorded"):
+    with pytest.warns(UserWarning, match=r"the test split has 5 rows.*so img2txt_acc@\[5\], txt2img_acc@\[5\] .*not "
+                                         r"recorded"):
         adapter.check_split(spec, "test", split)
     assert set(adapter.make_metrics()) == {"img2txt_acc@1", "txt2img_acc@1"}
     with pytest.raises(ValueError, match=r"split 'val' has 1 row: retrieval needs at least 2"):
         adapter.check_split(spec, "val", split.select([0]))
+
+
+def test_a_test_split_whose_groups_hold_k_images_or_fewer_leaves_txt2img_acc_at_k_out(tmp_path):
+    """NYCC rows: 6 captions of 3 cartoons are 6 texts but 3 images, so txt2img acc@5 would rank among 3 candidates
+    (a hit by construction); img2txt acc@5 ranks among 6 texts and is kept. Before, both were kept (6 rows)."""
+    import datasets
+
+    cfg = compose_run(tmp_path, ["dataset=nycc", "adapter.retrieval_candidates=8"])
+    adapter = instantiate_component(cfg.adapter, _partial_=True)(feature_dim=16, spec=build_spec(cfg.dataset))
+    split = datasets.Dataset.from_dict({"image": [[[0]]] * 6, "caption": [f"caption {i}" for i in range(6)],
+                                        "contest_number": [7, 7, 8, 8, 9, 9]})
+    with pytest.warns(UserWarning, match=r"as few as 6 distinct captions and 3 distinct images, so txt2img_acc@\[5\] "):
+        adapter.check_split(build_spec(cfg.dataset), "test", split)
+    assert set(adapter.make_metrics()) == {"img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1"}
 
 
 # -------------------------------------------------------------------------------------------- config
@@ -368,3 +384,57 @@ def test_the_validation_picture_uses_the_adapters_target_and_candidate_groups():
     assert title.splitlines() == ["✓ caption #1", "✓ caption #0", "✗ caption #2"]
     assert fig.axes[0].title.get_color() == RIGHT
     assert "3 candidate captions" in fig._suptitle.get_text()
+
+
+# ------------------------------------------------------------------------------------------ image groups
+def cartoon_batch():
+    """NYCC-shaped rows: cartoon A has rows 0-1, cartoon W rows 2-5 (four finalist captions), cartoons B-G one row
+    each (6-11); caption j is row j's. Rows of one cartoon show one image, so their logits rows are equal: logits[i, j]
+    is S[cartoon of i, j]. Own captions score 4, 3 (A), 3 (W), 2 (B-G); A's caption 0 scores 5 with W and 4.5 with B;
+    everything else 0."""
+    cartoon = torch.tensor([0, 0, 1, 1, 1, 1, 2, 3, 4, 5, 6, 7])  # A A W W W W B C D E F G
+    S = torch.zeros(8, 12)
+    for j in range(12):
+        S[cartoon[j], j] = 2.0
+    S[0, 0], S[0, 1], S[1, 2:6] = 4.0, 3.0, 3.0
+    S[1, 0], S[2, 0] = 5.0, 4.5
+    batch = {"caption_id": torch.arange(100, 112), "image_group": cartoon * 7 + 3}  # any ids (hashes in the adapter)
+    return S[cartoon], batch
+
+
+def test_a_wrong_cartoon_counts_once_however_many_rows_show_it():
+    """txt2img ranks images, and a cartoon is one image: its rows are one candidate (issue 24). Hand computation on
+    cartoon_batch():
+
+    * txt2img, caption 0 (A's): A's rows score 4; W's four rows 5 and B's row 4.5 score higher. Distinct images above
+      A: W and B, so A ranks 3rd: a miss at 1, a hit at 5. Before, each of W's rows took a slot: 5 rows above, a miss
+      at 5 too. Every other caption's own cartoon is alone on top: a hit.
+      txt2img acc@1 = 11/12 (before too), acc@5 = 12/12 (before 11/12).
+    * img2txt: captions are distinct texts, so each wrong one counts (unchanged): A's rows hit at 1; W's rows rank
+      their captions (3) below caption 0 (5), B's row its caption (2) below caption 0 (4.5): misses at 1, hits at 5;
+      C-G hit. acc@1 = 7/12, acc@5 = 12/12 (before too)."""
+    logits, batch = cartoon_batch()
+    target = retrieval_target(batch)
+    got = {}
+    for direction in ("img2txt", "txt2img"):
+        for k in (1, 5):
+            metric = RetrievalAccuracy(k, direction)
+            metric.update(logits, target)
+            got[f"{direction}_acc@{k}"] = float(metric.compute())
+    assert got == pytest.approx({"img2txt_acc@1": 7 / 12, "img2txt_acc@5": 1.0, "txt2img_acc@1": 11 / 12,
+                                 "txt2img_acc@5": 1.0}, abs=1e-6)
+    # the same rule for texts: a caption text in three rows is one candidate. Image 0 scores the text of rows 1-3
+    # at 2 and caption 4 at 1.5, above its own (1): 2 distinct texts above it, a hit at 3 (before: 4 rows, a miss)
+    repeated = {"caption_id": torch.tensor([0, 1, 1, 1, 2, 3, 4, 5])}
+    logits = torch.eye(8)
+    logits[0, 1:4], logits[0, 4] = 2.0, 1.5
+    metric = RetrievalAccuracy(3, "img2txt")
+    metric.update(logits, {**retrieval_target(repeated), "queries": torch.tensor([0])})  # image 0 is the query
+    assert float(metric.compute()) == 1.0
+    # acc@k needs more than k distinct candidates: 2 cartoons of 4 rows are 2 images, so txt2img acc@5 among them is
+    # undefined (any caption's cartoon is in the top 2), while img2txt ranks 8 distinct captions
+    two = {"caption_id": torch.arange(8), "image_group": torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])}
+    for direction, defined in (("txt2img", False), ("img2txt", True)):
+        metric = RetrievalAccuracy(5, direction)
+        metric.update(torch.eye(8), retrieval_target(two))
+        assert math.isnan(float(metric.compute())) != defined, direction

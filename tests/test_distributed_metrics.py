@@ -221,7 +221,7 @@ def contrastive_metrics():
 
     from gate.adapters.contrastive import ZeroShotContrastive
 
-    return ZeroShotContrastive.make_metrics(SimpleNamespace(top_k=(1, 5), split_rows={}, retrieval_candidates=64,
+    return ZeroShotContrastive.make_metrics(SimpleNamespace(top_k=(1, 5), fewest_candidates={}, retrieval_candidates=64,
                                                             pair_column=None))
 
 

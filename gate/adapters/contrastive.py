@@ -49,17 +49,23 @@ experiment id) and ``data.eval_batch_size`` only says how many whole groups shar
 (``max(1, eval_batch_size // C)`` of them: evaluation batches are multiples of ``C``, never a group cut in two).
 The rows left over at the end of a split (``r = n mod C``) are ranked in a last group made of the split's **last C
 rows**: its first ``C - r`` rows, already ranked in the group before, are candidates again but not queries again.
-So every query is ranked among exactly ``C`` candidates and every row is a query once, whatever the batch size;
+So every query is ranked among the candidates of exactly ``C`` rows and every row is a query once, whatever the
+batch size;
 a split of fewer than ``C`` rows is one group of all its rows (a warning says so). Groups are whole batches, and
 batches go whole to data-parallel ranks (round-robin, :mod:`gate.data.distributed`), so groups stay whole there too.
 Training batches are unchanged: the loss of a training batch is CLIP's over the whole batch.
 
 Metrics: ``img2txt_acc@k`` / ``txt2img_acc@k`` (k in ``top_k``, default 1 and 5): the fraction of queries with a
 correct candidate among the top k of their group; ties with a wrong candidate count against the match (a collapsed
-model that scores everything equally gets no hits); ties among correct candidates do not. ``acc@k`` means something
-only with **more than k candidates** (with k or fewer every query is a hit): the config check refuses
-``retrieval_candidates <= max(top_k)``, a test split of k rows or fewer leaves ``acc@k`` out (one warning), and a
-validation value ranked among k or fewer candidates computes NaN, never a number. A split of one row (a loss of 0,
+model that scores everything equally gets no hits); ties among correct candidates do not. A candidate is a distinct
+**image** (txt2img) or a distinct **caption text** (img2txt): the rows of one ``image_group`` (an NYCC cartoon's
+caption rows) are one image, rows with the same caption one text, and each counts once, where its best row ranks.
+Standard retrieval ranks unique images (LAION-AI/CLIP_benchmark ``metrics/zeroshot_retrieval.py`` encodes each image
+once and points each caption at it); counting rows let one wrong cartoon with four caption rows fill four of the
+top 5. ``acc@k`` means something only with **more than k candidates** (with k or fewer every query is a hit): the
+config check refuses ``retrieval_candidates <= max(top_k)``, a test split whose candidate groups hold k distinct
+captions (images) or fewer leaves ``img2txt_acc@k`` (``txt2img_acc@k``) out (one warning), and a validation value
+ranked among k or fewer candidates computes NaN, never a number. A split of one row (a loss of 0,
 nothing to rank) is refused. The evaluation loss is the same symmetric loss within each query's group, averaged over
 the queries, so it does not depend on the batch size either.
 
@@ -195,15 +201,20 @@ def evaluation_loader(data: Dataset, candidates: int, batch_size: int, num_worke
 def retrieval_target(batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """A batch's target: ``queries`` (the indices of the rows ranked as queries; first, so that the target's length
     is the number of scored rows), ``match`` ((B, B) bool, :func:`match_matrix`), ``group`` ((B,) the candidate
-    group of each row: a row's candidates are the rows of its group) and, for Winoground-style data, ``pair`` ((B,)
-    the example id of each row). A batch without group columns (training) is one group of queries."""
-    match = match_matrix(batch["caption_id"], batch.get("image_group"))
+    group of each row: a row's candidates are the rows of its group), ``image_id`` / ``text_id`` ((B,) which image
+    and which caption text each row shows: rows with equal ids are one candidate, :func:`retrieval_hits`) and, for
+    Winoground-style data, ``pair`` ((B,) the example id of each row). A batch without group columns (training) is
+    one group of queries; without ``image_group`` every row shows its own image."""
+    image_groups = batch.get("image_group")
+    match = match_matrix(batch["caption_id"], image_groups)
     n = match.shape[0]
     query = batch.get("query")
     group = batch.get("candidate_group")
     target = {"queries": torch.arange(n, device=match.device) if query is None else torch.nonzero(query).flatten(),
               "match": match,
-              "group": torch.zeros(n, dtype=torch.long, device=match.device) if group is None else group}
+              "group": torch.zeros(n, dtype=torch.long, device=match.device) if group is None else group,
+              "image_id": torch.arange(n, device=match.device) if image_groups is None else image_groups,
+              "text_id": batch["caption_id"]}
     if batch.get("pair_id") is not None:
         target["pair"] = batch["pair_id"]
     return target
@@ -225,6 +236,15 @@ def candidates(target) -> torch.Tensor | None:
     if isinstance(target, Mapping) and "group" in target:
         group = target["group"]
         return group[:, None] == group[None, :]
+    return None
+
+
+def candidate_ids(target, direction: str) -> torch.Tensor | None:
+    """(B,) which item each candidate column of ``direction`` is: for img2txt the caption text (``text_id``), for
+    txt2img the image (``image_id``: an ``image_group``'s rows are one image); None (every column its own
+    candidate) for a plain tensor target."""
+    if isinstance(target, Mapping):
+        return target.get("text_id" if direction == "img2txt" else "image_id")
     return None
 
 
@@ -259,24 +279,36 @@ def clip_loss(logits: torch.Tensor, target) -> torch.Tensor:
 
 
 # ---------------------------------------------------------------------------------------------- metrics
-def retrieval_hits(scores: torch.Tensor, match: torch.Tensor, k: int,
-                   candidate: torch.Tensor | None = None) -> torch.Tensor:
+def distinct_count(mask: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+    """(Q,) for each row of ``mask`` (Q x N, bool), how many distinct ``ids`` ((N,), one per column) its True
+    columns hold; with ``ids`` None every column is distinct."""
+    if ids is None:
+        return mask.sum(dim=1)
+    _, index = torch.unique(ids, return_inverse=True)
+    seen = torch.zeros(mask.shape[0], int(index.max()) + 1, device=mask.device)
+    return (seen.index_add_(1, index, mask.to(seen.dtype)) > 0).sum(dim=1)
+
+
+def retrieval_hits(scores: torch.Tensor, match: torch.Tensor, k: int, candidate: torch.Tensor | None = None,
+                   ids: torch.Tensor | None = None) -> torch.Tensor:
     """(Q,) bool: for each query row of ``scores`` (queries x candidates), whether a correct candidate
     (``match``, queries x candidates, bool) ranks within the top ``k`` of its candidates (``candidate``, bool; all
     of the row when None). The best-scored correct candidate counts; a wrong candidate that scores at least as
-    high (a tie included) ranks above it."""
+    high (a tie included) ranks above it. Columns with equal ``ids`` ((N,); None: all distinct) are one candidate
+    (one image shown by several rows, one text in several rows), which ranks where its best column does: a wrong
+    cartoon with four caption rows takes one of the top k, not four."""
     if candidate is not None:
         match = match & candidate
     best = scores.masked_fill(~match, float("-inf")).max(dim=1, keepdim=True).values
     wrong = ~match if candidate is None else candidate & ~match
-    above = ((scores >= best) & wrong).sum(dim=1)
-    return above < k
+    return distinct_count((scores >= best) & wrong, ids) < k
 
 
 class RetrievalAccuracy(Metric):
-    """Top-k retrieval accuracy of one direction of (B, B) image x text logits, each query ranked among its
-    candidate group (the whole batch for a plain match-matrix target). ``compute`` is NaN when any query was
-    ranked among k or fewer candidates (a hit by construction: undefined, never a number)."""
+    """Top-k retrieval accuracy of one direction of (B, B) image x text logits, each query ranked among the
+    distinct candidates of its candidate group (the whole batch for a plain match-matrix target; distinct: rows
+    showing one image, or one caption text, are one candidate, :func:`retrieval_hits`). ``compute`` is NaN when
+    any query was ranked among k or fewer candidates (a hit by construction: undefined, never a number)."""
 
     full_state_update = False
     higher_is_better = True
@@ -293,13 +325,13 @@ class RetrievalAccuracy(Metric):
         self.add_state("undefined", default=torch.tensor(0.0), dist_reduce_fx="sum")
 
     def update(self, logits: torch.Tensor, target) -> None:
-        match, allowed = positives(target), candidates(target)
+        match, allowed, ids = positives(target), candidates(target), candidate_ids(target, self.direction)
         if self.direction == "txt2img":
             logits, match, allowed = logits.t(), match.t(), None if allowed is None else allowed.t()
         rows = query_rows(target, logits.shape[0], logits.device)
-        hits = retrieval_hits(logits, match, self.k, allowed)[rows]
-        count = (torch.full((logits.shape[0],), logits.shape[1], device=logits.device) if allowed is None
-                 else allowed.sum(dim=1))[rows]
+        hits = retrieval_hits(logits, match, self.k, allowed, ids)[rows]
+        everything = torch.ones(logits.shape, dtype=torch.bool, device=logits.device)
+        count = distinct_count(everything if allowed is None else allowed, ids)[rows]  # distinct candidates
         self.hits += hits.sum()
         self.total += hits.numel()
         self.undefined += (count <= self.k).sum()
@@ -426,8 +458,9 @@ class ZeroShotContrastive(Adapter):
         self.caption_column = spec.column("caption") if spec is not None else "caption"
         self.group_column = image_group_column(spec)
         self.pair_column = contrast_pair_column(spec)
-        #: split name -> its number of rows, filled by :meth:`check_split` (the test split decides which acc@k exist)
-        self.split_rows: dict[str, int] = {}
+        #: split name -> direction -> the fewest distinct candidates (texts for img2txt, images for txt2img) of its
+        #: candidate groups, filled by :meth:`check_split` (the test split's counts decide which acc@k are recorded)
+        self.fewest_candidates: dict[str, dict[str, int]] = {}
         self.text_tower = text_tower
         self.freeze_text_tower = bool(freeze_text_tower)
         if self.freeze_text_tower:
@@ -478,10 +511,9 @@ class ZeroShotContrastive(Adapter):
         return clip_loss(predictions.float(), target)
 
     def make_metrics(self) -> MetricCollection:
-        test_rows = self.split_rows.get("test")
-        ranked = self.retrieval_candidates if test_rows is None else min(test_rows, self.retrieval_candidates)
+        ranked = self.fewest_candidates.get("test", dict.fromkeys(DIRECTIONS, self.retrieval_candidates))
         metrics: dict[str, Metric] = {f"{direction}_acc@{k}": RetrievalAccuracy(k, direction)
-                                      for direction in DIRECTIONS for k in self.top_k if k < ranked}
+                                      for direction in DIRECTIONS for k in self.top_k if k < ranked[direction]}
         if self.pair_column is not None:
             metrics.update({f"winoground_{score}": WinogroundScore(score) for score in WINOGROUND_SCORES})
         # No compute groups: torchmetrics merges metrics whose states are equal after the first update (every
@@ -529,7 +561,6 @@ class ZeroShotContrastive(Adapter):
         if n < 2:
             raise ValueError(f"dataset {spec.name!r}: split {name!r} has {n} row: retrieval needs at least 2 (one "
                              f"candidate is always a hit and its loss is 0); use a larger split or cap")
-        self.split_rows[name] = n
         if name == "train":
             return
         pair = contrast_pair_column(spec)
@@ -538,10 +569,18 @@ class ZeroShotContrastive(Adapter):
         if n < self.retrieval_candidates:
             warnings.warn(f"dataset {spec.name!r}: split {name!r} has {n} rows, fewer than adapter.retrieval_candidates"
                           f"={self.retrieval_candidates}: its queries are ranked among all {n}", stacklevel=2)
-        short = [k for k in self.top_k if k >= n]
-        if short and name == "test":
-            warnings.warn(f"dataset {spec.name!r}: the test split has {n} rows, so acc@{short} (which need more than k "
-                          f"candidates) are not recorded", stacklevel=2)
+        group = image_group_column(spec)
+        images = list(range(n)) if group is None else [str(v) for v in split[group]]
+        ranges = candidate_groups(n, self.retrieval_candidates)
+        fewest = {"img2txt": min(len(set(captions[start:stop])) for start, stop, _ in ranges),
+                  "txt2img": min(len(set(images[start:stop])) for start, stop, _ in ranges)}
+        self.fewest_candidates[name] = fewest
+        short = {direction: [k for k in self.top_k if k >= fewest[direction]] for direction in DIRECTIONS}
+        if any(short.values()) and name == "test":
+            left_out = ", ".join(f"{direction}_acc@{ks}" for direction, ks in short.items() if ks)
+            warnings.warn(f"dataset {spec.name!r}: the test split has {n} rows, and its candidate groups hold as few "
+                          f"as {fewest['img2txt']} distinct captions and {fewest['txt2img']} distinct images, so "
+                          f"{left_out} (which need more than k candidates) are not recorded", stacklevel=2)
 
     def _check_pairs(self, spec, name: str, ids) -> None:
         """Winoground: the two rows of an example are adjacent (rows 2e and 2e+1), so both sit in one candidate
