@@ -230,8 +230,8 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
     ``{score: {benchmark: {encoder: value}}}``, the seconds each benchmark's scoring took (feature passes + the
     scores; from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
-    value cannot discriminate (:meth:`gate.scoring.transferability.Metric.degenerate` on the record's rows, width
-    and classes)."""
+    value cannot discriminate (:meth:`gate.scoring.transferability.Metric.degenerate` on the record's rows, classes
+    and feature rank)."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
     from gate.scoring.transferability import SCORES
@@ -264,11 +264,13 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
             if name in rows:
                 values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
                 facts = rows[name].get("facts") or {}
-                # a record stored before gate-score wrote num_classes: the dataset's declared classes (at least
-                # those present, so the mark errs towards flagging)
+                # a record stored before gate-score wrote num_classes and feature_rank: the dataset's declared
+                # classes (at least those present) and the width (at least the rank), so the mark errs towards
+                # flagging and says the rank was not recorded
                 classes = facts.get("num_classes", exp.config["dataset"]["num_classes"])
-                if "num_samples" in facts and "feature_dim" in facts and \
-                        (why := SCORES[name].degenerate(facts["num_samples"], facts["feature_dim"], classes)):
+                if "num_samples" in facts and {"feature_rank", "feature_dim"} & set(facts) and (why := SCORES[name].degenerate(
+                        facts["num_samples"], classes, feature_rank=facts.get("feature_rank"),
+                        feature_dim=facts.get("feature_dim"))):
                     degenerate.setdefault(name, {}).setdefault(exp.dataset, {})[exp.encoder] = why
                     marks.append(f"{name} ({why})")
         if "ncti" in names and all(t in rows for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")):
@@ -414,7 +416,7 @@ def validate_against_full(result: RankResult, plan: Any, request: Request, bench
 
 
 def degenerate_note(marks: Mapping[str, Mapping[str, str]], total: int, of: str) -> str:
-    """``"on 5 of 8 encoders: width 1280 ≥ 500 rows − 10 classes; ..."`` for the values that cannot discriminate
+    """``"on 5 of 8 encoders: feature rank 490 ≥ 500 rows − 10 classes; ..."`` for the values that cannot discriminate
     (``{benchmark: {encoder: why}}``), each distinct reason once; empty where none is."""
     whys = [why for per_encoder in marks.values() for why in per_encoder.values()]
     return f"on {len(whys)} of {total} {of}: {'; '.join(dict.fromkeys(whys))}" if whys else ""

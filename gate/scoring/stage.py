@@ -10,9 +10,11 @@ Records: ``adapter`` and ``recipe`` are empty (no fine-tuning is involved); ``co
 identity (:func:`gate.results.identity`: encoder, dataset, split, seed, max_samples, image_size) and ``facts``
 says how each score was computed: ``{"seconds": <time this score took>, "extract_seconds": <feature pass, 0 when
 cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D, "num_classes": C}`` (the classes
-present), and ``"degenerate": <why>`` on a score that cannot discriminate on these rows
-(:meth:`gate.scoring.transferability.Metric.degenerate`: SFDA or H-score where the width reaches the rows; the
-number is stored, as the authors' code computes it, with the mark beside it). Re-running is a no-op for the
+present), ``"feature_rank"`` where a score computed fits on the rows it scores
+(:func:`gate.scoring.transferability.feature_rank`), and ``"degenerate": <why>`` on a score that cannot discriminate
+on these rows (:meth:`gate.scoring.transferability.Metric.degenerate`: SFDA or H-score where the features' rank
+reaches the rows less the classes, or less one; the number is stored, as the authors' code computes it, with the
+mark beside it, so the record set stays complete). Re-running is a no-op for the
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
 the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`).
 
@@ -102,7 +104,7 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     import torch
 
     from .features import cached_features  # heavy (encoders, datasets): only when there is work to do
-    from .transferability import SCORES
+    from .transferability import SCORES, feature_rank
 
     task = config["dataset"]["task"]
 
@@ -136,11 +138,14 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     run_info = dict(extract_seconds=round(feats.seconds, 4), features_from_cache=feats.from_cache,
                     num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]),
                     num_classes=int(torch.unique(labels).numel()))
+    if any(SCORES[name].fits for name in values):  # an SVD of the features: only where a score's mark needs it
+        run_info["feature_rank"] = feature_rank(features)
     degenerate = {name: why for name in values if (why := SCORES[name].degenerate(
-        run_info["num_samples"], run_info["feature_dim"], run_info["num_classes"]))}
+        run_info["num_samples"], run_info["num_classes"], feature_rank=run_info.get("feature_rank")))}
     for name, why in degenerate.items():
         warnings.warn(f"gate-score: {name} is degenerate on {config['encoder']['name']} × "
-                      f"{config['dataset']['name']}/{config['split']} ({why}): it scores any labels the same", stacklevel=2)
+                      f"{config['dataset']['name']}/{config['split']} ({why}): its fit on these rows is exact for "
+                      "any labels", stacklevel=2)
     store.append_set((Record(metric=name, value=value, config=ident, **common,
                              facts={"seconds": round(seconds[name], 6), **run_info,
                                     **({"degenerate": degenerate[name]} if name in degenerate else {})})

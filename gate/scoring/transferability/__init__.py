@@ -24,7 +24,7 @@ from .geometry import coding_rate, lfc, rankme, transrate
 from .hscore import h_score, ledoit_wolf_shrinkage, shrinkage_h_score
 from .mixture import n_nleep, nleep
 from .probes import knn_acc, linear_probe_acc
-from .registry import DISCREPANCIES, SCORES, Metric, applicable_scores
+from .registry import DISCREPANCIES, SCORES, Metric, applicable_scores, feature_rank
 from .source import leep, n_leep, n_nce, nce
 from .task_priors import LowRankKernel, TaskPriorMoments, cosine_kernel, sample_tasks, task_prior_moments
 
@@ -35,5 +35,5 @@ __all__ = [
     "knn_acc", "linear_probe_acc",
     "coral", "mmd", "cmd", "ot", "kld", "wd", "standardise",
     "task_prior_moments", "sample_tasks", "cosine_kernel", "LowRankKernel", "TaskPriorMoments",
-    "SCORES", "DISCREPANCIES", "Metric", "applicable_scores",
+    "SCORES", "DISCREPANCIES", "Metric", "applicable_scores", "feature_rank",
 ]
