@@ -126,3 +126,24 @@ def test_relative_accuracy_and_pooled_rows():
     assert (corr["dataset"] == "ALL").sum() == 1
     with pytest.raises(ValueError, match="number of classes"):
         score_target_correlations(_summary({"logme": [1, 2, 3]}, [0.1, 0.2, 0.3]), relative=True)
+
+
+def test_a_degenerate_score_is_marked_beside_its_correlation(tmp_path):
+    """gate-score marks a score that cannot discriminate on its rows (facts.degenerate, e.g. SFDA where the features'
+    rank reaches rows − classes); correlations.csv says on how many encoders, beside the number."""
+    from gate.analysis.load import load_results
+    from gate.results import Record, ResultsStore
+
+    store = ResultsStore(tmp_path / "records.jsonl")
+    why = "feature rank 499 ≥ 500 rows − 10 classes"
+    for i, enc in enumerate(["a", "b", "c", "d"]):
+        common = dict(encoder=enc, dataset="digits", task="classification", seed=0,
+                      config={"dataset": {"name": "digits", "num_classes": 10}, "encoder": {"name": enc}})
+        store.append_set([Record(experiment=f"ft-{enc}", kind="finetune", adapter="x", recipe="conv", split="test",
+                                 metric="acc@1", value=0.5 + 0.1 * i, **common)])
+        store.append_set([Record(experiment=f"sc-{enc}", kind="score", adapter="", recipe="", split="train",
+                                 metric="sfda", value=1.0 if i < 2 else 0.5 + 0.1 * i, **common)],
+                         facts={"degenerate": why} if i < 2 else {})
+    corr, pairs = score_target_correlations(summarize(load_results(store.path).long), target="acc@1")
+    assert corr.set_index("score_metric").loc["sfda", "degenerate"] == f"on 2 of 4 encoders: {why}"
+    assert pairs["degenerate"].tolist().count(why) == 2

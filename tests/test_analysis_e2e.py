@@ -88,7 +88,7 @@ def test_gate_analysis_writes_every_file(report):
     assert "±" in (out / "table.md").read_text() and r"\toprule" in (out / "table.tex").read_text()
     corr = pd.read_csv(out / "correlations.csv")
     assert list(corr.columns) == ["dataset", "score_metric", "target_metric", "n", "pearson", "pearson_p", "spearman",
-                                  "spearman_p", "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1"]
+                                  "spearman_p", "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1", "degenerate"]
     assert len(corr) == len(DATASETS) * len(SCORES) and (corr["n"] == len(ENCODERS)).all()
     assert (corr["target_metric"] == "acc@1").all()
     coral = corr[corr["score_metric"] == "coral"]

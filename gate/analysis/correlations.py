@@ -2,7 +2,9 @@
 target_metric) where a score and a fine-tuned target exist for at least 3 encoders.
 
 Columns of ``correlations.csv``: ``dataset, score_metric, target_metric, n, pearson, pearson_p,
-spearman, spearman_p, kendall, kendall_p, weighted_tau, top1, top3, rel_top1``.
+spearman, spearman_p, kendall, kendall_p, weighted_tau, top1, top3, rel_top1, degenerate`` (``degenerate``: on how
+many of the row's encoders the score could not discriminate, and why, from gate-score's facts: e.g. SFDA where the
+features' rank reaches the rows minus the classes; empty when on none).
 
 * Scores where lower is better (the discrepancies) are negated first, and so are lower-is-better
   targets, so every correlation reads "higher score ↔ better fine-tuning".
@@ -34,8 +36,9 @@ from scipy import stats
 from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, metric_scale
 
 COLUMNS = ["dataset", "score_metric", "target_metric", "n", "pearson", "pearson_p", "spearman", "spearman_p",
-           "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1"]
-PAIR_COLUMNS = ["dataset", "score_metric", "target_metric", "encoder", "score", "target", "score_higher_is_better"]
+           "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1", "degenerate"]
+PAIR_COLUMNS = ["dataset", "score_metric", "target_metric", "encoder", "score", "target", "score_higher_is_better",
+                "degenerate"]
 MIN_ENCODERS = 3
 
 
@@ -139,15 +142,17 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
                 y = both["target"].to_numpy() * (1 if thib else -1)
                 row = correlation_row(x, y)
                 row["rel_top1"] = rel_top1(x, y, thib, both["target"].to_numpy())
+                row["degenerate"] = _degenerate(srows, both.index)
                 if np.ptp(x) == 0 or np.ptp(y) == 0:
                     warnings.warn(f"{bench}: {'score ' + slabel if np.ptp(x) == 0 else 'target ' + tmetric} is "
                                   f"constant over the {len(both)} encoders; correlations are undefined (left empty)",
                                   stacklevel=2)
                 rows.append({"dataset": bench, "score_metric": slabel, "target_metric": tmetric, **row})
+                why = srows.set_index("encoder")["degenerate"] if "degenerate" in srows else pd.Series(dtype=str)
                 for enc, r in both.iterrows():
                     pairs.append({"dataset": bench, "score_metric": slabel, "target_metric": tmetric,
                                   "encoder": enc, "score": r["score"], "target": r["target"],
-                                  "score_higher_is_better": shib})
+                                  "score_higher_is_better": shib, "degenerate": str(why.get(enc, "") or "")})
     corr = pd.DataFrame(rows, columns=COLUMNS)
     pairs_df = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
     if relative and corr["dataset"].nunique() > 1:
@@ -156,6 +161,15 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
         corr[col] = corr[col].astype("boolean")
     corr["n"] = corr["n"].astype(int)
     return corr[COLUMNS], pairs_df
+
+
+def _degenerate(srows: pd.DataFrame, encoders) -> str:
+    """How many of ``encoders``' score values were marked degenerate by gate-score, and the first reason."""
+    if "degenerate" not in srows.columns:
+        return ""
+    why = srows.set_index("encoder")["degenerate"].reindex(list(encoders)).fillna("").astype(str)
+    marked = why[why != ""]
+    return f"on {len(marked)} of {len(why)} encoders: {marked.iloc[0]}" if len(marked) else ""
 
 
 def _targets_for(bench: str, dataset: str, ft_rows: pd.DataFrame, target, meta) -> list[str]:
@@ -200,6 +214,9 @@ def _pooled(pairs: pd.DataFrame, min_encoders: int) -> pd.DataFrame:
         sign = np.where(grp["score_higher_is_better"], 1.0, -1.0)
         row = correlation_row(grp["score"].to_numpy() * sign, grp["target"].to_numpy())
         # top-k and rel_top1 are per-dataset notions: left empty for the pooled rows.
-        row.update(top1=pd.NA, top3=pd.NA, rel_top1=np.nan)
+        marked = grp["degenerate"].fillna("").astype(str)
+        row.update(top1=pd.NA, top3=pd.NA, rel_top1=np.nan,
+                   degenerate=f"on {int((marked != '').sum())} of {len(grp)} points: {marked[marked != ''].iloc[0]}"
+                   if (marked != "").any() else "")
         rows.append({"dataset": "ALL", "score_metric": smetric, "target_metric": tmetric, **row})
     return pd.DataFrame(rows, columns=COLUMNS)

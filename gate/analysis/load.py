@@ -77,7 +77,7 @@ WIDE_RESERVED = WIDE_META + ("kind", "task", "adapter", "recipe", "split", "num_
 LONG_COLUMNS = (
     "kind", "encoder", "dataset", "paper_group", "task", "adapter", "recipe", "seed", "split", "metric",
     "value", "higher_is_better", "experiment", "variant", "protocol", "entrant", "entrant_config",
-    "timestamp", "num_classes", "capped", "order",
+    "timestamp", "num_classes", "capped", "degenerate", "order",
 )
 # At most this many differing keys in a variant's label, then "+N more".
 LABEL_KEYS = 3
@@ -324,6 +324,9 @@ def _record_row(row: Mapping[str, Any], i: int, path: Path, cache: dict) -> dict
         "timestamp": str(row.get("timestamp") or ""),
         "num_classes": _num_classes(config),
         "capped": _capped(row, config),
+        # a transferability score that could not discriminate on the rows it scored (gate-score's facts)
+        "degenerate": str((row.get("facts") or {}).get("degenerate") or "") if isinstance(row.get("facts"), Mapping)
+        else "",
     }
 
 
@@ -393,7 +396,8 @@ def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     if bad_kind.any():
         raise ValueError(f"{path}: column 'kind' must be one of {list(KINDS)}; "
                          f"got {sorted(set(long.loc[bad_kind, 'kind']))} in row(s) {_rows(bad_kind)}")
-    for col in ("paper_group", "task", "adapter", "recipe", "split", "experiment", "timestamp", "capped"):
+    for col in ("paper_group", "task", "adapter", "recipe", "split", "experiment", "timestamp", "capped",
+                "degenerate"):
         long[col] = frame[col].fillna("").astype(str) if col in frame else ""
     long["seed"] = pd.to_numeric(frame["seed"], errors="coerce").fillna(0).astype(int) if "seed" in frame else 0
     explicit = ([_parse_bool(v, path, "higher_is_better") for v in frame["higher_is_better"]]
@@ -481,6 +485,7 @@ def _from_wide(frame: pd.DataFrame, path: Path) -> tuple[pd.DataFrame, pd.DataFr
     long["experiment"] = ""
     long["timestamp"] = ""
     long["capped"] = ""
+    long["degenerate"] = ""
     _set_csv_identity(long)
     long["order"] = np.arange(len(long))
     long["encoder"] = long["encoder"].astype(str)
@@ -511,12 +516,13 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
 
     Returns columns ``kind, encoder, dataset, benchmark, paper_group, metric, metric_name, split,
     higher_is_better, mean, std, n, num_classes, main_variant, capped`` (``capped``: how the evaluated split was
-    capped, e.g. ``test: 1,000 of 10,000 rows``; empty when whole or unknown): ``dataset``/``metric_name`` are the raw
+    capped, e.g. ``test: 1,000 of 10,000 rows``; empty when whole or unknown; ``degenerate``: why a score could not
+    discriminate on its rows, from gate-score's facts): ``dataset``/``metric_name`` are the raw
     names, ``benchmark``/``metric`` the (possibly qualified) labels used in tables, ``encoder`` the
     (possibly qualified) encoder label.
     """
     df = long.copy()
-    for col in ("protocol", "entrant", "entrant_config", "capped"):  # frames built by hand may lack them
+    for col in ("protocol", "entrant", "entrant_config", "capped", "degenerate"):  # frames built by hand may lack them
         if col not in df.columns:
             df[col] = "{}" if col in ("protocol", "entrant_config") else ""
     for col, want in (filters or {}).items():
@@ -580,10 +586,10 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
         split=("split", "first"), higher_is_better=("higher_is_better", "first"),
         mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1) if len(v) > 1 else np.nan),
         n=("value", "size"), num_classes=("num_classes", "max"), main_variant=("main_variant", "all"),
-        capped=("capped", _first_nonempty),
+        capped=("capped", _first_nonempty), degenerate=("degenerate", _first_nonempty),
     ).reset_index()
     cols = ["kind", "encoder", "dataset", "benchmark", "paper_group", "metric", "metric_name", "split",
-            "higher_is_better", "mean", "std", "n", "num_classes", "main_variant", "capped"]
+            "higher_is_better", "mean", "std", "n", "num_classes", "main_variant", "capped", "degenerate"]
     return agg[cols]
 
 
