@@ -87,6 +87,7 @@ def test_data_wait_fraction_counts_gaps_between_steps_but_not_validation(monkeyp
             run.on_validation_start(None, module)
         run.on_train_batch_start(None, module, {}, step)
         run.on_train_batch_end(None, module, None, {}, step)
+    run.fold()  # marks become seconds where they are read (on a GPU, after a synchronisation)
     assert run.step_seconds == 12.0 and run.wait_seconds == 3.0
     out = run.facts(resumed=False)
     assert out["data_wait_fraction"] == pytest.approx(3 / 15)

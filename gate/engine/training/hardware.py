@@ -111,8 +111,8 @@ class HardwareMonitor(RunFacts):
     ``hw/gpu_util_percent``, ``hw/gpu_memory_mb``, ``hw/gpu_power_w``, ``hw/energy_kwh``.
     """
 
-    def __init__(self, every_n_steps: int = 50, count_flops: bool = True) -> None:
-        super().__init__(count_flops=count_flops)
+    def __init__(self, every_n_steps: int = 50, count_flops: bool = True, timeline: Any = None) -> None:
+        super().__init__(count_flops=count_flops, timeline=timeline)
         if int(every_n_steps) < 1:
             raise ValueError(f"callbacks.hardware.every_n_steps must be >= 1, got {every_n_steps}")
         self.every_n_steps = int(every_n_steps)
@@ -138,6 +138,7 @@ class HardwareMonitor(RunFacts):
         if step % self.every_n_steps or step == self._logged_step or not trainer.loggers:
             return
         self._logged_step = step
+        self.fold()  # the device's times of the steps so far (one synchronisation per log)
         now = (self.step_seconds, self.wait_seconds, self.samples, self._batches)
         d_step, d_wait, d_samples, d_batches = (a - b for a, b in zip(now, self._window))
         self._window = now
