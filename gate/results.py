@@ -32,6 +32,8 @@ KINDS = ("finetune", "score")
 # records: they are left out of the experiment id, so moving the output directory, switching the logger or
 # asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
 _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
+                    # speed only: how the loader and the encoder's forward are run, not what they compute
+                    "pin_memory", "data.pin_memory", "compile",
                     "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
                     # the process layout: where it changes the numbers, identity() adds the world size back
                     *LAYOUT_KEYS,

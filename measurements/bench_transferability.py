@@ -221,12 +221,10 @@ def extract(images, image_size: int, batch_size: int = 250):
     from gate.encoders import EfficientNetLite
 
     encoder = EfficientNetLite("efficientnet-lite0", image_size=image_size, pretrained=True).eval()
-    transform = encoder.transform("image", train=False)
     feats, probs = [], []
     with torch.inference_mode():
         for start in range(0, len(images), batch_size):
-            batch = torch.stack([transform(img)["image"] for img in images[start:start + batch_size]])
-            out = encoder({"image": batch})
+            out = encoder(encoder.prepare(images[start:start + batch_size]))
             feats.append(out.features.double())
             probs.append(torch.softmax(out.source_logits.double(), dim=1))
     return torch.cat(feats).numpy(), torch.cat(probs).numpy()

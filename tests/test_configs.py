@@ -56,8 +56,7 @@ def test_encoders_instantiate_and_honour_the_contract(tmp_path, name):
     modality = sorted(encoder.modalities)[0]
     raw = {"text": "a short news story", "audio": torch.randn(8000).numpy()}.get(
         modality, torch.randint(0, 255, (8, 8), dtype=torch.uint8).numpy())
-    item = encoder.transform(modality, train=False)(raw)
-    batch = {k: torch.stack([v, v]) for k, v in item.items()}
+    batch = encoder.prepare([raw, raw], modality)
     with torch.no_grad():
         out = encoder.eval()(batch)
     assert out.features.shape == (2, encoder.feature_dim)

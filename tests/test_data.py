@@ -82,5 +82,5 @@ def test_datamodule_batches(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits", "image_size=32", "data.batch_size=16"])
     encoder = build_encoder(cfg.encoder)
     dm = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, build_spec(cfg.dataset)))
-    batch = next(iter(dm.train_dataloader()))
+    batch = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
     assert batch["image"].shape == (16, 3, 32, 32) and batch["label"].shape == (16,)

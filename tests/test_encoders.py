@@ -13,7 +13,7 @@ def test_efficientnet_lite_source_head_recognises_a_daisy():
     photo of a flower is classified as ImageNet class 985 ('daisy')."""
     encoder = EfficientNetLite("efficientnet-lite0", image_size=224).eval()
     flower = load_sample_images().images[1]
-    batch = {"image": encoder.transform("image", train=False)(flower)["image"][None]}
+    batch = encoder.prepare([flower])
     with torch.no_grad():
         out = encoder(batch)
     assert out.features.shape == (1, 1280) and out.tokens.shape == (1, 49, 1280)

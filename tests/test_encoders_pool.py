@@ -75,8 +75,8 @@ def test_vision_towers_on_tiny_random_models(kind):
     model = cls(config_cls(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                            image_size=32, patch_size=8))
     encoder = HFVisionEncoder("tiny", model_type=kind, model=model, image_size=48)  # positions interpolated to 6x6
-    item = encoder.transform("image", train=False)(torch.randint(0, 255, (20, 20), dtype=torch.uint8).numpy())
-    out = encoder({"image": torch.stack([item["image"]] * 2)})
+    image = torch.randint(0, 255, (20, 20), dtype=torch.uint8).numpy()
+    out = encoder(encoder.prepare([image, image]))
     assert out.features.shape == (2, 32) and encoder.feature_dim == 32
     assert [level.shape for level in out.levels] == [(2, 36, 32)] * 2 and out.grids == [(6, 6)] * 2
     out.features.sum().backward()

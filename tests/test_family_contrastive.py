@@ -109,7 +109,7 @@ def test_temperature_and_frozen_text_tower(built):
         adapter.logit_scale.fill_(math.log(1 / 0.07))
     assert not any(p.requires_grad for p in adapter.text_tower.parameters())
     adapter.train()
-    batch = next(iter(built[4].train_dataloader()))
+    batch = built[4].on_after_batch_transfer(next(iter(built[4].train_dataloader())), 0)
     text = adapter.embed_text(batch)
     assert text.requires_grad  # through the projection
     assert not adapter.text_tower.training and torch.equal(text, adapter.embed_text(batch))  # no dropout
@@ -130,7 +130,7 @@ def test_checkpoints_leave_the_frozen_text_tower_out(built):
 
 def test_forward_backward_on_a_real_batch(built):
     _, encoder, _, adapter, datamodule = built
-    batch = next(iter(datamodule.train_dataloader()))
+    batch = datamodule.on_after_batch_transfer(next(iter(datamodule.train_dataloader())), 0)
     assert batch["image"].shape == (8, 3, 32, 32) and batch["caption_input_ids"].shape[0] == 8
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)

@@ -226,7 +226,7 @@ def test_forward_backward_on_a_real_episode_through_efficientnet_lite0(tiny):
     adapter = ProtoNet(feature_dim=encoder.feature_dim, spec=spec(), min_ways=5, max_ways=5, max_shots=3,
                        projection_dim=16)
     dm = GATEDataModule(spec(), tiny, encoder, adapter)
-    batch = next(iter(dm.train_dataloader()))
+    batch = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
     assert batch["image"].shape[1:] == (3, 32, 32)
     assert sorted(batch["classes"].tolist()) == [0, 2, 4, 6, 8]
     logits = adapter.predict(encoder, batch)

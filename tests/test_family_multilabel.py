@@ -125,7 +125,7 @@ def test_forward_backward_on_a_standin_batch_through_efficientnet_lite0(tiny):
     head = MultilabelClassifier(feature_dim=encoder.feature_dim, num_classes=10, spec=spec)
     head.check_compatible(spec, encoder)
     data = GATEDataModule(spec, tiny, encoder, head, batch_size=6)
-    batch = next(iter(data.train_dataloader()))
+    batch = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
     assert batch["labels"].shape == (6, 10) and batch["labels"].dtype == torch.float32
     logits = head.predict(encoder, batch)
     assert logits.shape == (6, 10)

@@ -119,7 +119,7 @@ def test_hashing_tokenizer_is_deterministic_and_order_aware():
 
 def test_forward_backward_on_a_real_batch(built):
     _, encoder, _, adapter, datamodule = built
-    batch = next(iter(datamodule.train_dataloader()))
+    batch = datamodule.on_after_batch_transfer(next(iter(datamodule.train_dataloader())), 0)
     assert batch["image"].shape == (12, 3, 32, 32) and batch["question_ids"].shape == (12, 24)
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)

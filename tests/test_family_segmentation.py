@@ -145,7 +145,7 @@ def test_forward_backward_on_a_real_standin_batch(tmp_path, encoder, name):
     adapter = build_adapter(cfg, encoder, spec)
     assert adapter.ignore_index == spec.ignore_index and adapter.augment_inputs is False
     data = GATEDataModule(spec, splits, encoder, adapter, batch_size=4)
-    batch = next(iter(data.train_dataloader()))
+    batch = data.on_after_batch_transfer(next(iter(data.train_dataloader())), 0)
     logits = adapter.predict(encoder, batch)
     assert logits.shape == (4, spec.num_classes, 64, 64)
     target = adapter.target(batch)

@@ -55,7 +55,7 @@ def built(request, tmp_path_factory):
 def test_forward_backward_on_a_real_batch(built):
     cfg, encoder, spec, adapter, datamodule = built
     assert isinstance(adapter, TemporalRegressor if spec.task == "temporal_regression" else TemporalClassifier)
-    batch = next(iter(datamodule.train_dataloader()))
+    batch = datamodule.on_after_batch_transfer(next(iter(datamodule.train_dataloader())), 0)
     assert batch["video"].shape == (4, cfg.dataset.options.frames, 3, 32, 32)  # adapter.clips_per_batch clips of options.frames frames
     predictions = adapter.predict(encoder, batch)
     target = adapter.target(batch)
@@ -71,7 +71,7 @@ def test_forward_backward_on_a_real_batch(built):
 
 def test_frames_are_encoded_one_by_one_in_clip_order(built):
     _, encoder, _, adapter, datamodule = built
-    batch = next(iter(datamodule.val_dataloader()))
+    batch = datamodule.on_after_batch_transfer(next(iter(datamodule.val_dataloader())), 0)
     encoder.eval()
     with torch.no_grad():
         together = adapter.frame_features(encoder, batch)  # (B, T, D)

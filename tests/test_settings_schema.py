@@ -77,6 +77,14 @@ RUN_CASES = [
     (["+data.batchsize=8"], ["data.batchsize", "batch_size"]),
     # a default lives in YAML only: a config without it is an error, not a Python fallback
     (["~data.num_workers"], ["data.num_workers is missing"]),
+    # the loader and compile settings (issue 25): auto or a value torch can honour, refused before any work
+    (["data.num_workers=-1"], ["data.num_workers=-1", "an integer >= 0 or auto"]),
+    (["data.num_workers=2.5"], ["data.num_workers=2.5", "an integer >= 0 or auto"]),
+    (["data.num_workers=many"], ["data.num_workers='many'", "an integer >= 0 or auto"]),
+    (["data.pin_memory=maybe"], ["data.pin_memory='maybe'", "true, false or auto"]),
+    (["~data.pin_memory"], ["data.pin_memory is missing"]),
+    (["compile=fastest"], ["compile='fastest'", "false, true or one of ['default', 'reduce-overhead'"]),
+    (["~compile"], ["compile is missing"]),
     (["~data.eval_batch_size"], ["data.eval_batch_size is missing"]),
     (["~ensembles"], ["ensembles is missing"]),
     (["~evaluate_test"], ["evaluate_test is missing"]),
@@ -108,6 +116,8 @@ SCORE_CASES = [
     (["~cache"], ["cache is missing"]),
     (["~device"], ["device is missing"]),
     (["~num_workers"], ["num_workers is missing"]),
+    (["num_workers=-2"], ["num_workers=-2", "an integer >= 0 or auto"]),
+    (["pin_memory=often"], ["pin_memory='often'", "true, false or auto"]),
     (["progress_bar=sometimes"], ["progress_bar='sometimes'"]),
     (["+dataset.family=Img Class"], ["dataset.family was renamed: write dataset.paper_group"]),
     (["+encoder.family=conv"], ["encoder.family was renamed: write encoder.architecture"]),

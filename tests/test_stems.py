@@ -167,7 +167,9 @@ def test_learning_rates_per_part_of_a_shifted_model(freeze):
 def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     """A short real run through the patch stem with the encoder's default protocol (frozen body; stem and head
     at the stem's rate): the training loss falls clearly. The frozen 3-layer LSTM of resemblyzer learns more
-    slowly than MiniLM's transformer (loss 2.32 -> 2.11 after 40 steps, -> 1.64 after 150), so it gets more."""
+    slowly than MiniLM's transformer, so it gets more steps. The end is the mean of the last 20 steps' losses (the
+    last 5, batches of 32, swing by +-0.1: 1.84 and 1.96 on two runs whose inputs differ by one uint8 level of
+    rounding; their last-20 means are 1.82 and 1.80, from 2.32)."""
     from gate.engine.training.finetune import run_finetune
 
     cfg = compose_run(tmp_path, [f"encoder={name}", "dataset=fashion_mnist", "image_size=32", "logger=csv",
@@ -181,7 +183,7 @@ def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))
     losses = metrics["train/loss"].dropna().to_numpy()
     assert len(losses) >= 30
-    first, last = losses[:3].mean(), losses[-5:].mean()
+    first, last = losses[:3].mean(), losses[-20:].mean()
     assert last < 0.8 * first, (first, last)
     assert result.metrics["acc@1"] >= 0.0
 

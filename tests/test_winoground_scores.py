@@ -103,7 +103,8 @@ def test_the_real_loader_gives_scorable_pairs_and_the_scores_equal_a_loop_over_e
     wins = {"text": 0, "image": 0, "group": 0}
     examples = 0
     with torch.no_grad():
-        for batch in datamodule.test_dataloader():
+        for raw in datamodule.test_dataloader():
+            batch = datamodule.on_after_batch_transfer(raw, 0)
             logits = adapter.predict(encoder.eval(), batch)
             metrics.update(logits, adapter.target(batch))
             rows = [i for i in range(len(logits)) if batch["query"][i]]

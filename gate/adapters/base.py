@@ -154,11 +154,13 @@ class Adapter(nn.Module, abc.ABC):
             check_split(spec, name, self.stratify_labels(spec, split), column)
 
     def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
-                   split: str = "train") -> DataLoader:
-        """How a split is served (default: plain batches; few-shot serves episodes)."""
+                   split: str = "train", collate_fn: Callable | None = None, pin_memory: bool = False) -> DataLoader:
+        """How a split is served (default: plain batches; few-shot serves episodes). ``collate_fn`` (the encoder's
+        input transform's, which stacks images of several sizes) and ``pin_memory`` are the data module's."""
         generator = torch.Generator().manual_seed(seed) if shuffle else None
         return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator,
-                          num_workers=num_workers, persistent_workers=num_workers > 0)
+                          num_workers=num_workers, persistent_workers=num_workers > 0, collate_fn=collate_fn,
+                          pin_memory=pin_memory)
 
     # ------------------------------------------------------------------------------------ compatibility
     def check_compatible(self, spec, encoder: GATEEncoder) -> None:

@@ -172,11 +172,14 @@ class CandidateGroupSplit(Dataset):
         return len(self.entries)
 
     def __getitem__(self, position: int) -> dict[str, torch.Tensor]:
-        row, group, query = self.entries[int(position)]
-        item = dict(self.data[row])
-        item.update(candidate_group=torch.tensor(group, dtype=torch.long), query=torch.tensor(query),
-                    row=torch.tensor(row, dtype=torch.long))
-        return item
+        return self.__getitems__([position])[0]
+
+    def __getitems__(self, positions: list[int]) -> list[dict[str, torch.Tensor]]:
+        entries = [self.entries[int(p)] for p in positions]
+        fetch = getattr(self.data, "__getitems__", None)  # one columnar fetch for the batch where the split has it
+        rows = fetch([row for row, _, _ in entries]) if fetch is not None else [self.data[row] for row, _, _ in entries]
+        return [dict(item, candidate_group=torch.tensor(group, dtype=torch.long), query=torch.tensor(query),
+                     row=torch.tensor(row, dtype=torch.long)) for item, (row, group, query) in zip(rows, entries)]
 
     def batches(self, groups_per_batch: int) -> list[list[int]]:
         """Batches of whole groups, ``groups_per_batch`` consecutive groups each (the last batch may hold fewer)."""
@@ -189,12 +192,14 @@ class CandidateGroupSplit(Dataset):
         return out
 
 
-def evaluation_loader(data: Dataset, candidates: int, batch_size: int, num_workers: int = 0) -> DataLoader:
+def evaluation_loader(data: Dataset, candidates: int, batch_size: int, num_workers: int = 0, **loader: Any
+                      ) -> DataLoader:
     """An evaluation split served in candidate groups of ``candidates`` rows (:class:`CandidateGroupSplit`),
-    ``max(1, batch_size // candidates)`` whole groups per batch, in the split's order."""
+    ``max(1, batch_size // candidates)`` whole groups per batch, in the split's order (``loader``: the data
+    module's ``collate_fn`` and ``pin_memory``)."""
     grouped = CandidateGroupSplit(data, candidates)
     return DataLoader(grouped, batch_sampler=grouped.batches(batch_size // int(candidates)), num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
+                      persistent_workers=num_workers > 0, **loader)
 
 
 # ---------------------------------------------------------------------------------------------- targets
@@ -540,13 +545,13 @@ class ZeroShotContrastive(Adapter):
         return None
 
     def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
-                   split: str = "train") -> DataLoader:
+                   split: str = "train", **loader: Any) -> DataLoader:
         """Training: plain shuffled batches. Evaluation: the split's candidate groups in order
         (:class:`CandidateGroupSplit`), ``max(1, batch_size // retrieval_candidates)`` whole groups per batch."""
         if shuffle:
             return super().dataloader(data, shuffle=True, batch_size=batch_size, seed=seed, num_workers=num_workers,
-                                      split=split)
-        return evaluation_loader(data, self.retrieval_candidates, batch_size, num_workers)
+                                      split=split, **loader)
+        return evaluation_loader(data, self.retrieval_candidates, batch_size, num_workers, **loader)
 
     def check_split(self, spec, name: str, split) -> None:
         column = spec.column("caption")

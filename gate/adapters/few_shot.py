@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -188,14 +188,17 @@ class EpisodeDataset(Dataset):
     """Episodes of a split, indexed by episode seed: each item is one collated episode batch (no length: the
     loader's seed sampler says how many)."""
 
-    def __init__(self, data: Dataset, sampler: EpisodeSampler, label_key: str = "label") -> None:
+    def __init__(self, data: Dataset, sampler: EpisodeSampler, label_key: str = "label",
+                 collate_fn: Callable | None = None) -> None:
         self.data, self.sampler, self.label_key = data, sampler, label_key
+        self.collate_fn = collate_fn or torch.utils.data.default_collate
 
     def __getitem__(self, seed: int) -> dict[str, torch.Tensor]:
         episode = self.sampler.sample(int(seed))
-        items = [self.data[int(i)] for i in np.concatenate([episode["support"], episode["query"]])]
-        inputs = torch.utils.data.default_collate([{k: v for k, v in item.items() if k != self.label_key}
-                                                   for item in items])
+        indices = [int(i) for i in np.concatenate([episode["support"], episode["query"]])]
+        fetch = getattr(self.data, "__getitems__", None)  # one columnar fetch for the episode where the split has it
+        items = fetch(indices) if fetch is not None else [self.data[i] for i in indices]
+        inputs = self.collate_fn([{k: v for k, v in item.items() if k != self.label_key} for item in items])
         return {**inputs,
                 "support_label": torch.as_tensor(episode["support_label"], dtype=torch.long),
                 "query_label": torch.as_tensor(episode["query_label"], dtype=torch.long),
@@ -323,7 +326,7 @@ class ProtoNet(Adapter):
         return np.array([int(data[i]["label"]) for i in range(len(data))], dtype=np.int64)
 
     def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
-                   split: str = "train") -> DataLoader:
+                   split: str = "train", collate_fn: Callable | None = None, pin_memory: bool = False) -> DataLoader:
         """Episodes of ``data``: fresh seeded ones when shuffling (training), else the split's fixed set."""
         sampler = self._sampler(self._labels(data), split)
         sampler.check()
@@ -331,8 +334,8 @@ class ProtoNet(Adapter):
             seeds: Sampler[int] | list[int] = FreshSeeds(self.train_episodes, seed)
         else:
             seeds = eval_seeds(self.val_episodes if split == "val" else self.test_episodes, self.eval_seed, split)
-        return DataLoader(EpisodeDataset(data, sampler), batch_size=None, sampler=seeds, num_workers=num_workers,
-                          persistent_workers=num_workers > 0)
+        return DataLoader(EpisodeDataset(data, sampler, collate_fn=collate_fn), batch_size=None, sampler=seeds,
+                          num_workers=num_workers, persistent_workers=num_workers > 0, pin_memory=pin_memory)
 
 
 register_family(TaskFamily(

@@ -176,10 +176,10 @@ class TemporalAdapter(Adapter):
                                  f"{bad.size} clip(s) differ)")
 
     def dataloader(self, data: Dataset, *, shuffle: bool, batch_size: int, seed: int, num_workers: int,
-                   split: str = "train") -> DataLoader:
+                   split: str = "train", **loader: Any) -> DataLoader:
         clips = self.clips_per_batch if shuffle else self.eval_clips_per_batch
         return super().dataloader(data, shuffle=shuffle, batch_size=int(clips or batch_size), seed=seed,
-                                  num_workers=num_workers, split=split)
+                                  num_workers=num_workers, split=split, **loader)
 
     # ------------------------------------------------------------------------------------ compatibility
     def check_compatible(self, spec, encoder) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,6 +127,18 @@ class GATEEncoder(nn.Module, abc.ABC):
             return frames_transform(self.transform("image", train))
         return self.transform(modality, train)
 
+    def prepare(self, values: Sequence[Any], modality: str = "image", train: bool = False) -> dict[str, Any]:
+        """Raw examples of ``modality`` as one model-ready batch on the CPU: the input transform per example, its
+        collate, then its per-batch step (for scripts and tests; the data module runs the same three in the
+        loader's workers and on the device)."""
+        from torch.utils.data import default_collate
+
+        transform = self.input_transform(modality, train)
+        items = [transform(value) for value in values]
+        batch = getattr(transform, "collate", default_collate)(items)
+        step = device_transform(transform)
+        return step(batch) if step is not None else batch
+
     def check_modality(self, modality: str, dataset: str = "") -> None:
         """Raise a clear error if this encoder cannot take ``modality``."""
         if not self.accepts(modality):
@@ -138,7 +150,11 @@ class GATEEncoder(nn.Module, abc.ABC):
 
 
 def frames_transform(image: Callable[[Any], dict[str, torch.Tensor]]) -> Callable[[Any], dict[str, torch.Tensor]]:
-    """A clip (T frames of HxW or HxWxC) through an image transform frame by frame: ``{"video": (T, C, H, W)}``."""
+    """A clip (T frames of HxW or HxWxC) through an image transform frame by frame: ``{"video": (T, C, H, W)}``.
+    An :class:`ImageTransform` keeps its split: uint8 frames per example, the rest per batch on the device."""
+    if isinstance(image, ImageTransform):
+        return image.frames()
+
     def transform(clip: Any) -> dict[str, torch.Tensor]:
         return {"video": torch.stack([image(frame)["image"] for frame in np.asarray(clip)])}
 
@@ -161,13 +177,119 @@ def to_pil_rgb(value: Any) -> Image.Image:
     raise ValueError(f"cannot read an image from an array of shape {array.shape}")
 
 
-def image_transform(image_size: int, mean, std, train: bool, augment: bool = True):
-    """The standard image pipeline: RGB, resize, (light augmentation when training), normalise."""
-    from torchvision import transforms as T
+def uint8_rgb(value: Any) -> torch.Tensor:
+    """A raw image example as a (3, H, W) uint8 tensor at its own size (no copy through PIL for a uint8 array)."""
+    if not isinstance(value, Image.Image):
+        array = np.asarray(value)
+        if array.dtype == np.uint8 and (array.ndim == 2 or (array.ndim == 3 and array.shape[-1] in (1, 3))):
+            # a writable C-contiguous copy only where needed (a batch fetch hands out read-only views)
+            tensor = torch.from_numpy(np.require(array if array.ndim == 3 else array[..., None], requirements=["C", "W"]))
+            return tensor.permute(2, 0, 1).expand(3, -1, -1).contiguous()
+    return torch.from_numpy(np.array(to_pil_rgb(value))).permute(2, 0, 1).contiguous()
 
-    steps: list[Callable] = [to_pil_rgb, T.Resize((image_size, image_size), antialias=True)]
-    if train and augment:
-        steps.append(T.RandomHorizontalFlip())
-    steps += [T.ToTensor(), T.Normalize(mean=list(mean), std=list(std))]
-    pipeline = T.Compose(steps)
-    return lambda value: {"image": pipeline(value)}
+
+class ImageTransform:
+    """An image encoder's input path, split where examples become a batch (docs/design.md, "Inputs").
+
+    * Per example, in the loader's workers (``__call__``): decode to a (3, H, W) **uint8** RGB tensor. An image
+      larger than ``image_size`` on either side is resized to ``image_size``² here (PIL, antialiased: the batch
+      then holds one size, and a small uint8 image crosses to the device instead of a large one); a smaller one
+      stays at its own size (a 28 px Fashion-MNIST digit crosses as 28², not as 224² float32).
+    * Per batch (:meth:`collate`): images of different sizes are each resized to ``image_size``² on the CPU as
+      above, so that they stack; one size stacks as it is.
+    * Per batch on the device (:meth:`on_device`, called once the batch has moved there): float, the resize to
+      ``image_size``² (bilinear, antialiased) where the batch is not that size yet, the random horizontal flip (one
+      draw per image) when ``flip``, and the normalisation by ``mean``/``std``.
+
+    The model sees what the former per-example PIL pipeline gave it: identical where PIL resized (downscaling),
+    within PIL's uint8 rounding where the device upscales (``tests/test_device_inputs.py`` states the tolerance).
+    """
+
+    key = "image"
+
+    def __init__(self, image_size: int, mean, std, flip: bool = False) -> None:
+        self.image_size = int(image_size)
+        self.mean = tuple(float(m) for m in mean)
+        self.std = tuple(float(s) for s in std)
+        self.flip = bool(flip)
+
+    def __call__(self, value: Any) -> dict[str, torch.Tensor]:
+        return {self.key: self.example(value)}
+
+    def example(self, value: Any) -> torch.Tensor:
+        """One raw image as (3, H, W) uint8, resized to ``image_size``² only where it is larger."""
+        image = uint8_rgb(value)
+        if max(image.shape[-2:]) > self.image_size:
+            return self.resized(image)
+        return image
+
+    def resized(self, image: torch.Tensor) -> torch.Tensor:
+        """(3, H, W) uint8 resized to ``image_size``² by PIL (bilinear, antialiased: the former pipeline's)."""
+        if tuple(image.shape[-2:]) == (self.image_size, self.image_size):
+            return image
+        pil = Image.fromarray(image.permute(1, 2, 0).numpy())
+        out = pil.resize((self.image_size, self.image_size), Image.BILINEAR)
+        return torch.from_numpy(np.array(out)).permute(2, 0, 1).contiguous()
+
+    def collate(self, items: list[dict[str, Any]]) -> dict[str, Any]:
+        """``default_collate``, after resizing each image to ``image_size``² where the batch's sizes differ."""
+        from torch.utils.data import default_collate
+
+        shapes = {tuple(item[self.key].shape) for item in items if self.key in item}
+        if len(shapes) > 1:
+            items = [{**item, self.key: self._resized_all(item[self.key])} for item in items]
+        return default_collate(items)
+
+    def _resized_all(self, images: torch.Tensor) -> torch.Tensor:
+        return self.resized(images)
+
+    def on_device(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """The batch with its uint8 images as the encoder's normalised float inputs (a batch already float, e.g.
+        from a caller that transformed it itself, is left alone)."""
+        images = batch.get(self.key) if isinstance(batch, dict) else None
+        if not isinstance(images, torch.Tensor) or images.dtype != torch.uint8:
+            return batch
+        return {**batch, self.key: self.images(images)}
+
+    def images(self, images: torch.Tensor) -> torch.Tensor:
+        """(..., 3, H, W) uint8 → (..., 3, S, S) float32, resized, flipped (when ``flip``) and normalised."""
+        lead = images.shape[:-3]
+        x = images.reshape(-1, *images.shape[-3:]).float().div_(255.0)
+        if tuple(x.shape[-2:]) != (self.image_size, self.image_size):
+            x = torch.nn.functional.interpolate(x, size=(self.image_size, self.image_size), mode="bilinear",
+                                                align_corners=False, antialias=True).clamp_(0.0, 1.0)
+        if self.flip:
+            flipped = torch.rand(x.shape[0], device=x.device) < 0.5
+            x = torch.where(flipped[:, None, None, None], x.flip(-1), x)
+        mean = torch.tensor(self.mean, device=x.device, dtype=x.dtype)[:, None, None]
+        std = torch.tensor(self.std, device=x.device, dtype=x.dtype)[:, None, None]
+        return x.sub_(mean).div_(std).reshape(*lead, *x.shape[-3:])
+
+    def frames(self) -> FramesTransform:
+        """The same path for clips: ``{"video": (T, 3, H, W)}`` uint8 per example."""
+        return FramesTransform(self.image_size, self.mean, self.std, self.flip)
+
+
+class FramesTransform(ImageTransform):
+    """:class:`ImageTransform` for a clip of frames (``{"video": (T, 3, H, W)}``); one flip draw per frame would
+    break motion, which is why the temporal adapters turn augmentation off."""
+
+    key = "video"
+
+    def example(self, value: Any) -> torch.Tensor:
+        return torch.stack([super(FramesTransform, self).example(frame) for frame in np.asarray(value)])
+
+    def _resized_all(self, images: torch.Tensor) -> torch.Tensor:
+        return torch.stack([self.resized(frame) for frame in images])
+
+
+def image_transform(image_size: int, mean, std, train: bool, augment: bool = True) -> ImageTransform:
+    """The standard image path (:class:`ImageTransform`): uint8 per example, resize, (a random horizontal flip when
+    training with ``augment``) and normalisation per batch on the device."""
+    return ImageTransform(image_size, mean, std, flip=train and augment)
+
+
+def device_transform(transform: Any) -> Callable[[dict[str, Any]], dict[str, Any]] | None:
+    """The per-batch device step of an input transform (:meth:`ImageTransform.on_device`), or None where the
+    transform finishes its examples on the CPU (text tokenisers, audio features)."""
+    return getattr(transform, "on_device", None)

@@ -18,11 +18,13 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
+from ..data.loading import resolve_num_workers, resolve_pin_memory, uses_cuda
 from ..data.spec import DatasetSpec, spec_from_config
 from ..data.splits import cap_unit, make_splits, split_options
 from ..encoders.base import GATEEncoder
 from ..errors import GateError
 from ..families import family
+from ..parallel import requested_world_size
 
 META_KEYS = ("name", "architecture", "kind", "notes", "recipe_hint")
 
@@ -133,9 +135,16 @@ def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adap
     caps = {split: data[f"max_{split}_samples"] for split in ("train", "val", "test")}
     splits = build_splits(cfg["dataset"], seed=int(cfg["seed"]), max_samples=caps, manifest_dir=manifest_dir_of(cfg),
                           spec=spec)
+    trainer = to_plain(cfg.get("trainer")) or {}
+    cuda = uses_cuda(trainer)
+    pin_memory, note = resolve_pin_memory(data["pin_memory"], cuda=cuda)
+    if note:
+        print(f"[gate] data.{note}")
+    workers = resolve_num_workers(data["num_workers"], cuda=cuda,
+                                  devices=requested_world_size(trainer) // int(trainer.get("num_nodes", 1) or 1))
     return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data["batch_size"]),
-                          eval_batch_size=data["eval_batch_size"], num_workers=int(data["num_workers"]),
-                          seed=int(cfg["seed"]))
+                          eval_batch_size=data["eval_batch_size"], num_workers=workers, seed=int(cfg["seed"]),
+                          pin_memory=pin_memory)
 
 
 def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: DatasetSpec) -> Adapter:

@@ -459,7 +459,8 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
                                           "([1] tests the best checkpoint alone)")
     c.integer("data.batch_size", 1)
     c.integer("data.eval_batch_size", 1, optional=True)
-    c.integer("data.num_workers", 0)
+    _check_loader(c, "data.")
+    _check_compile(c)
     for split in SPLITS:
         cap = c.integer(f"data.max_{split}_samples", 1, optional=True)
         fam = _family_of(c)
@@ -503,6 +504,61 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
     return plain
 
 
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def _check_compile(c: _Checker) -> None:
+    """``compile``: false, true or a torch.compile mode, and one torch can honour here (dynamo on this Python and
+    platform; on CUDA, Triton for the inductor backend)."""
+    value = c.get("compile")
+    if value is _MISSING:
+        c.problems.append(f"compile is missing (false, true or one of {list(COMPILE_MODES)})")
+        return
+    if value is False:
+        return
+    if value is not True and value not in COMPILE_MODES:
+        c.bad("compile", value, f"expected false, true or one of {list(COMPILE_MODES)}")
+        return
+    reason = compile_unavailable(c.get("trainer.accelerator", "auto"))
+    if reason:
+        c.bad("compile", value, f"torch cannot compile here: {reason}; set compile=false")
+
+
+def compile_unavailable(accelerator: Any) -> str | None:
+    """Why torch.compile cannot run for a run on ``accelerator`` here, or None."""
+    import torch
+
+    try:
+        import torch._dynamo as dynamo
+    except ImportError as err:  # pragma: no cover - a torch build without dynamo
+        return f"torch._dynamo does not import ({err})"
+    if not dynamo.is_dynamo_supported():
+        return f"torch {torch.__version__} has no torch.compile support on this Python/platform"
+    cuda = str(accelerator) in ("auto", "gpu", "cuda") and torch.cuda.is_available()
+    if cuda:
+        from torch.utils._triton import has_triton
+
+        if not has_triton():
+            return "the inductor backend needs Triton on CUDA and it is not installed (pip install triton)"
+    return None
+
+
+def _check_loader(c: _Checker, prefix: str) -> None:
+    """``num_workers`` (an integer >= 0 or auto) and ``pin_memory`` (true, false or auto) of a loader section."""
+    from ..data.loading import AUTO, is_pin_memory_setting, is_workers_setting
+
+    workers = c.get(f"{prefix}num_workers")
+    if workers is _MISSING:
+        c.problems.append(f"{prefix}num_workers is missing (an integer >= 0 or {AUTO})")
+    elif not is_workers_setting(workers):
+        c.bad(f"{prefix}num_workers", workers, f"expected an integer >= 0 or {AUTO}")
+    pin = c.get(f"{prefix}pin_memory")
+    if pin is _MISSING:
+        c.problems.append(f"{prefix}pin_memory is missing (true, false or {AUTO})")
+    elif not is_pin_memory_setting(pin):
+        c.bad(f"{prefix}pin_memory", pin, f"expected true, false or {AUTO}")
+
+
 def validate_score_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``score.yaml``; returns it as plain resolved data."""
     plain = _resolved(cfg)
@@ -513,7 +569,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
         c.boolean(key)
     c.choice("split", SPLITS)
     c.integer("batch_size", 1)
-    c.integer("num_workers", 0)
+    _check_loader(c, "")
     device = c.get("device", None)
     if device is not None and not (isinstance(device, str) and (device in DEVICES or device.startswith("cuda:"))):
         c.bad("device", device, f"expected one of {list(DEVICES)} or cuda:<index>")

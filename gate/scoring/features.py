@@ -83,10 +83,12 @@ def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> 
 
 @torch.inference_mode()
 def extract_features(encoder, loader, *, label_key: str = "label", device: str | torch.device = "cpu",
-                     progress: bool = True, desc: str = "features"
+                     progress: bool = True, desc: str = "features", on_device=None
                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """Run ``encoder`` over ``loader`` (dict batches holding the labels under ``label_key``); return features,
-    labels and source probabilities (None when the encoder returns no source logits)."""
+    labels and source probabilities (None when the encoder returns no source logits). ``on_device``: the input
+    transform's per-batch step (:func:`gate.encoders.base.device_transform`), run once a batch is on ``device``,
+    as in fine-tuning."""
     from tqdm.auto import tqdm
 
     device = torch.device(device)
@@ -96,8 +98,9 @@ def extract_features(encoder, loader, *, label_key: str = "label", device: str |
     try:
         for batch in tqdm(loader, desc=desc, disable=not progress, unit="batch", leave=False):
             label = batch.pop(label_key)
-            inputs = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
-            out = encoder(inputs)
+            inputs = {k: v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v
+                      for k, v in batch.items()}
+            out = encoder(on_device(inputs) if on_device is not None else inputs)
             feats.append(out.features.float().cpu())
             labels.append(label.long().cpu())
             if out.source_logits is not None:
@@ -113,7 +116,8 @@ def extract_features(encoder, loader, *, label_key: str = "label", device: str |
 
 def cached_features(config: Mapping[str, Any], split: str = "train", max_samples: int | None = None,
                     cache_dir: str | os.PathLike | None = None, *, refresh: bool = False, batch_size: int = 128,
-                    num_workers: int = 0, device: str | torch.device = "cpu", progress: bool = True) -> FeatureSet:
+                    num_workers: int = 0, device: str | torch.device = "cpu", progress: bool = True,
+                    pin_memory: bool | None = None) -> FeatureSet:
     """Features of ``config.encoder`` on split ``split`` of ``config.dataset`` (at most ``max_samples``,
     a seeded subsample), from the cache in ``cache_dir`` when present (``refresh=True`` re-extracts).
 
@@ -125,6 +129,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     from torch.utils.data import DataLoader
 
     from ..data.datamodule import TransformedSplit
+    from ..encoders.base import device_transform
 
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -153,12 +158,16 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     def labels_only(row):
         return {column: torch.as_tensor(int(row[column]), dtype=torch.long)}
 
-    data = TransformedSplit(splits[split], spec.input_column, encoder.input_transform(spec.modality, False),
-                            labels_only, [column])
-    loader = DataLoader(data, batch_size=int(batch_size), shuffle=False, num_workers=int(num_workers))
+    transform = encoder.input_transform(spec.modality, False)
+    data = TransformedSplit(splits[split], spec.input_column, transform, labels_only, [column])
+    # the fine-tuning path: uint8 examples stacked by the transform's collate, pinned (default: for a CUDA device),
+    # and the per-batch step (resize, normalise) on the device
+    loader = DataLoader(data, batch_size=int(batch_size), shuffle=False, num_workers=int(num_workers),
+                        collate_fn=getattr(transform, "collate", None),
+                        pin_memory=torch.device(device).type == "cuda" if pin_memory is None else bool(pin_memory))
     desc = f"{key['encoder'].get('name', 'encoder')} × {spec.name}/{split}"
     feats, labels, probs = extract_features(encoder, loader, label_key=column, device=device, progress=progress,
-                                            desc=desc)
+                                            desc=desc, on_device=device_transform(transform))
     seconds = time.perf_counter() - start
     if path is not None:
         _save_atomic(path, {"features": feats, "labels": labels, "source_probs": probs}, key)

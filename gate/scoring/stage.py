@@ -103,6 +103,7 @@ def run_score(cfg: DictConfig) -> ScoreResult:
 def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     import torch
 
+    from ..data.loading import resolve_num_workers, resolve_pin_memory
     from .features import cached_features  # heavy (encoders, datasets): only when there is work to do
     from .transferability import SCORES, feature_rank
 
@@ -110,10 +111,15 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
 
     # Every setting from the composed config (conf/score.yaml states the defaults, once; validation checked them).
     device = _device(str(config["device"]))
+    cuda = torch.device(device).type == "cuda"
+    pin_memory, note = resolve_pin_memory(config["pin_memory"], cuda=cuda)
+    if note:
+        print(f"[gate] {note}")
     feats = cached_features(config, config["split"], config["max_samples"],
                             config["paths"]["cache"] if config["cache"] else None,
                             refresh=not config["cache"], batch_size=int(config["batch_size"]),
-                            num_workers=int(config["num_workers"]), device=device,
+                            num_workers=resolve_num_workers(config["num_workers"], cuda=cuda), pin_memory=pin_memory,
+                            device=device,
                             progress=bool(config["progress_bar"]))
     wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
     features = feats.features.to(device=device, dtype=torch.float64)

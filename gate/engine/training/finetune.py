@@ -83,6 +83,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
                       scheduler_interval=recipe["scheduler_interval"], scheduler_monitor=recipe["scheduler_monitor"],
                       freeze_encoder=bool(recipe["freeze_encoder"]))  # the recipe YAML states them (validated)
 
+    if config["compile"] is not False:  # validated: true or a torch.compile mode torch can honour here
+        model.encoder.compile(**({} if config["compile"] is True else {"mode": str(config["compile"])}))
+
     logger = instantiate_component(config["logger"], name=exp) if config.get("logger") else None
     evaluate_test = bool(config["evaluate_test"])  # conf/run.yaml states the default (true); validated boolean
     ensemble_sizes = tuple(config["ensembles"]) if evaluate_test else ()  # conf/run.yaml states the default
@@ -111,7 +114,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus), "wall_seconds": wall,
                  "global_step": int(trainer.global_step), "device": str(device),
                  "precision": str(trainer.precision), "world_size": int(trainer.world_size),
-                 "split_rows": datamodule.split_rows()}
+                 "split_rows": datamodule.split_rows(),
+                 # the loader as resolved on this machine (data.num_workers / data.pin_memory: auto)
+                 "num_workers": int(datamodule.num_workers), "pin_memory": bool(datamodule.pin_memory)}
     if not trainer.is_global_zero:
         return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
     store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)

@@ -131,6 +131,8 @@ def encoder_normalisation(encoder) -> tuple[list[float], list[float]] | None:
         return [float(v) for v in mean], [float(v) for v in std]
     try:
         transform = encoder.transform("image", train=False)
+        if getattr(transform, "mean", None) is not None and getattr(transform, "std", None) is not None:
+            return [float(v) for v in transform.mean], [float(v) for v in transform.std]
         black = transform(np.zeros((8, 8, 3), dtype=np.uint8))["image"].float()
         white = transform(np.full((8, 8, 3), 255, dtype=np.uint8))["image"].float()
         b, w = black[:, 0, 0], white[:, 0, 0]
