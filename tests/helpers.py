@@ -74,6 +74,9 @@ def call_cli(main: Callable[[], object], argv: Sequence[str], capsys, prog: str 
 
     saved_env, saved_argv, saved_tempdir = dict(os.environ), sys.argv, tempfile.tempdir
     saved_format, saved_levels = warnings.formatwarning, _logger_levels()
+    # Hydra's job_logging (gate-analysis, gate-eevee: stdout) gives the root logger a handler on this call's
+    # captured stdout; left there, a later log line (matplotlib's first font scan) writes to a closed stream
+    saved_handlers, saved_root_level = list(logging.root.handlers), logging.root.level
     capsys.readouterr()  # what came before is not this command's output
     os.environ.pop("GATE_DEBUG", None)
     os.environ.pop("HYDRA_FULL_ERROR", None)
@@ -95,6 +98,8 @@ def call_cli(main: Callable[[], object], argv: Sequence[str], capsys, prog: str 
         warnings.formatwarning = saved_format
         for name, level in saved_levels.items():
             logging.getLogger(name).setLevel(level)
+        logging.root.handlers[:] = saved_handlers
+        logging.root.setLevel(saved_root_level)
         GlobalHydra.instance().clear()
     out = capsys.readouterr()
     return CliResult(code, out.out, out.err + crash)

@@ -8,7 +8,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gate.cli.common import prepare_process, run_cli
+from gate.cli.common import hydra_entry, prepare_process, run_cli
 
 
 def analyse(plain: dict[str, Any]):
@@ -26,7 +26,7 @@ def analyse(plain: dict[str, Any]):
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="analysis")
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)  # temp files and matplotlib's cache under paths.root
     plain = run_cli("gate-analysis", OmegaConf.to_container, cfg, resolve=True)
     result = run_cli("gate-analysis", analyse, plain)
@@ -37,6 +37,10 @@ def main(cfg: DictConfig) -> None:
     for name in sorted(result.files):
         print(f"  {name}")
     print(f"[gate] report: {result.files['report.html']}")
+
+
+def main() -> None:
+    hydra_entry("gate-analysis", _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 # Errors whose message is written for the user: bad config or input, missing files, refused downloads.
@@ -44,7 +44,7 @@ def hydra_entry(cmd: str, hydra_main: Callable[[], Any]) -> Any:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # noqa: BLE001 - Hydra's composition and parse errors, as one line
-        fail(cmd, hydra_error(err))
+        fail(cmd, describe(err, sys.argv[1:]))
     finally:
         _release_hydra_errors()
 
@@ -56,27 +56,29 @@ def _release_hydra_errors() -> None:
         _hydra_errors_raised = False
 
 
-def hydra_error(err: BaseException) -> str:
-    """One line for an error Hydra raised while reading the command line or composing the config."""
+# Keys of the command line renamed since (old -> new). The old name is refused naming the new one, never added.
+RENAMED_KEYS = {"experiment": "preset"}  # the group of named run bundles (conf/preset/)
+
+
+def describe(err: BaseException, argv: Sequence[str] = ()) -> str:
+    """One line for an exception: the innermost cause of wrapper exceptions (Hydra's instantiation and composition
+    errors), a parse error with how to quote, an unknown key with the keys its level has (``argv``: the command
+    line, for the value a renamed key was given)."""
     from hydra.errors import OverrideParseException
 
+    while err.__cause__ is not None and type(err).__name__ in ("InstantiationException", "ConfigCompositionException"):
+        err = err.__cause__
     if isinstance(err, OverrideParseException):
         where = str(err).splitlines()[0].strip() if str(err).strip() else "a syntax error"
+        where = where.split(" See https://hydra.cc")[0]
         return (f"Hydra cannot parse an override ({where}); a list item or value holding '=', ',', spaces or "
                 f"brackets must be quoted: the whole argument in single quotes and each such item in double "
                 f"quotes, e.g. 'overrides=[\"trainer.max_steps=10\",\"image_size=32\"]'")
-    return describe(err).split(" Config search path:")[0]  # an unknown option: the options, not Hydra's paths
-
-
-def describe(err: BaseException) -> str:
-    """One line for an exception: the innermost cause of wrapper exceptions (Hydra's instantiation errors)."""
-    while err.__cause__ is not None and type(err).__name__ in ("InstantiationException", "ConfigCompositionException"):
-        err = err.__cause__
-    unknown = unknown_key(err)
+    unknown = unknown_key(err, argv)
     if unknown:
         return unknown
     text = str(err) if not isinstance(err, KeyError) or not err.args else str(err.args[0])
-    text = " ".join(text.split())  # one line
+    text = " ".join(text.split()).split(" Config search path:")[0]  # one line; an unknown option: not Hydra's paths
     from gate.errors import GateError
 
     if isinstance(err, GateError) or (isinstance(err, EXPECTED) and text):
@@ -84,14 +86,19 @@ def describe(err: BaseException) -> str:
     return f"internal error ({type(err).__name__}: {text}); rerun with GATE_DEBUG=1 for the traceback"
 
 
-def unknown_key(err: BaseException) -> str | None:
+def unknown_key(err: BaseException, argv: Sequence[str] = ()) -> str | None:
     """One line for an override of a key the config does not have (OmegaConf's "Key 'x' is not in struct", an
-    AttributeError that would read as an internal error): the key, the keys that level has, and how to add one."""
+    AttributeError that would read as an internal error): the key, the keys that level has, and how to add one;
+    for a renamed key (:data:`RENAMED_KEYS`), its new name with the value the command line gave."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     if not isinstance(err, (ConfigAttributeError, ConfigKeyError)) or "not in struct" not in str(err):
         return None
     full_key = str(getattr(err, "full_key", None) or getattr(err, "key", None) or "?")
+    if full_key in RENAMED_KEYS:
+        new = RENAMED_KEYS[full_key]
+        given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+~") == full_key and "=" in a]
+        return f"unknown config key {full_key!r}: it was renamed {new!r}; use {new}={given[-1] if given else '<name>'}"
     parent = getattr(err, "parent_node", None)
     known = sorted(str(k) for k in parent.keys()) if parent is not None and hasattr(parent, "keys") else []
     level = full_key.rsplit(".", 1)[0] if "." in full_key else "the top level"

@@ -13,7 +13,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gate.cli.common import prepare_process, run_cli
+from gate.cli.common import hydra_entry, prepare_process, run_cli
 
 
 def k_values(k) -> list[int]:
@@ -57,7 +57,7 @@ def search(plain: dict[str, Any]):
 
 
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="eevee")
-def main(cfg: DictConfig) -> None:
+def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)  # temp files and matplotlib's cache under paths.root
     plain = run_cli("gate-eevee", OmegaConf.to_container, cfg, resolve=True)
     run, out = run_cli("gate-eevee", search, plain)
@@ -67,6 +67,10 @@ def main(cfg: DictConfig) -> None:
     for name in sorted(run.files):
         print(f"  {name}")
     print(f"[gate] results: {out}")
+
+
+def main() -> None:
+    hydra_entry("gate-eevee", _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gate.cli.common import fail, prepare_process, run_cli
+from gate.cli.common import fail, hydra_entry, prepare_process, run_cli
 from gate.errors import ConfigError
 
 CMD = "gate-rank"
@@ -179,7 +179,7 @@ def main() -> None:
         sys.argv = [sys.argv[0], *normalise_args(sys.argv[1:], _LIST_KEYS)]
     except ConfigError as err:
         fail(CMD, str(err))
-    _main()
+    hydra_entry(CMD, _main)  # an unknown key or an unparsable override: one line, not Hydra's report
 
 
 if __name__ == "__main__":
