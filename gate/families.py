@@ -8,11 +8,12 @@ a table or an if-chain on task names, so adding a family takes its adapter modul
 (``tests/test_task_family_registry.py`` registers a toy family from the test directory and fine-tunes it).
 
 Why the declarations live in the adapter modules and not here: a family is meaningless without the adapter that
-reads its targets, and one file per family is the point. The adapter modules import torch, so this module does
-not import them at import time: the packaged ones (every public module of :mod:`gate.adapters`, found with
-``pkgutil``, so no list of them is kept either) are imported on the first lookup of a name not yet registered.
-Importing ``gate.families`` stays cheap (no torch); a family of your own is registered by importing its module
-(gate-run's validation imports the adapter class of ``adapter._target_`` before it checks the dataset).
+reads its targets, and one file per family is the point. This module sits below the adapters (docs/design.md
+"Layout") and imports none of them: a packaged family is found by name in the ``gate.task_families`` entry points
+(pyproject.toml: family name -> the adapter module that registers it), and only that module is imported, on the
+family's first lookup. Importing ``gate.families`` stays cheap (no torch). A family of your own is registered by
+importing its module (gate-run's validation imports the adapter class of ``adapter._target_`` before it checks
+the dataset), or, from a package of your own, by an entry of its own in that group.
 
 Metric directions are not restated: each metric name a family records must be registered in :mod:`gate.metrics`,
 and :meth:`TaskFamily.directions` reads them from there.
@@ -21,8 +22,6 @@ and :meth:`TaskFamily.directions` reads them from there.
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from collections.abc import Mapping
 
 # What a target column can hold (one example):
@@ -66,6 +65,8 @@ class TaskFamily:
     closed_label_set: whether its train split must hold exactly ``num_classes`` classes (single-label tasks whose
         splits share one label set; not few-shot, whose splits hold disjoint classes).
     min_eval_examples: the fewest examples a val/test split cap may leave, with ``min_eval_reason`` (why).
+    tier_metric: the metric that represents its benchmarks in tier means where a dataset names none (its
+        ``tier_metric:``); default: its first metric other than ``loss``.
     new_target_kinds: target kinds this family brings, ``{kind: what one example holds}``; registering the family
         adds them to :data:`TARGET_KINDS` (a kind already known with another meaning is refused).
     """
@@ -85,6 +86,7 @@ class TaskFamily:
     min_eval_examples: int = 1
     min_eval_reason: str = ""
     new_target_kinds: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tier_metric: str = ""
 
     def __post_init__(self) -> None:
         from . import metrics
@@ -116,6 +118,11 @@ class TaskFamily:
         if missing:
             raise ValueError(f"task family {self.name!r}: metric(s) {missing} are not in gate.metrics; register them "
                              f"with gate.metrics.register(name, higher_is_better) first")
+        if not self.tier_metric:
+            object.__setattr__(self, "tier_metric", next((m for m in self.metrics if m != "loss"), self.metrics[0]))
+        if self.tier_metric not in self.metrics:
+            raise ValueError(f"task family {self.name!r}: tier_metric {self.tier_metric!r} is not one of its metrics "
+                             f"{list(self.metrics)}")
         if int(self.min_eval_examples) < 1:
             raise ValueError(f"task family {self.name!r}: min_eval_examples must be >= 1")
 
@@ -140,7 +147,8 @@ class TaskFamily:
 
 
 _FAMILIES: dict[str, TaskFamily] = {}
-_packaged_loaded = False
+ENTRY_POINTS = "gate.task_families"  # the entry-point group naming each family's registering module
+_loaded: set[str] = set()  # entry points already imported
 
 
 def register_family(fam: TaskFamily) -> TaskFamily:
@@ -168,32 +176,35 @@ def unregister_family(name: str) -> None:
         TARGET_KINDS.pop(kind, None)
 
 
-def _load_packaged() -> None:
-    """Import every public module of :mod:`gate.adapters` once: each registers the families it serves."""
-    global _packaged_loaded
-    if _packaged_loaded:
-        return
-    import gate.adapters
+def _load(name: str | None = None) -> None:
+    """Import the module the ``gate.task_families`` entry points name for family ``name`` (every family's when
+    None), once each: importing it registers the family."""
+    from importlib.metadata import entry_points
 
-    for info in pkgutil.iter_modules(gate.adapters.__path__):
-        if not info.name.startswith("_") and info.name != "base":
-            importlib.import_module(f"gate.adapters.{info.name}")
-    _packaged_loaded = True
+    for ep in entry_points(group=ENTRY_POINTS):
+        if (name is None or ep.name == name) and ep.name not in _loaded:
+            ep.load()
+            _loaded.add(ep.name)
+            if ep.name not in _FAMILIES:
+                raise ValueError(f"the entry point {ep.name} = {ep.value!r} of {ENTRY_POINTS} registers no task "
+                                 f"family {ep.name!r}: its module must call gate.families.register_family")
 
 
 def family(name: str) -> TaskFamily:
     """The registered family ``name``; a ValueError naming the known ones when there is none."""
     if name not in _FAMILIES:
-        _load_packaged()
+        _load(name)
     if name not in _FAMILIES:
+        _load()  # every packaged family, to name them
         raise ValueError(f"unknown task family {name!r}; known: {sorted(_FAMILIES)} (a family of your own is "
-                         f"registered by gate.families.register_family in its adapter's module: import it first)")
+                         f"registered by gate.families.register_family in its adapter's module: import it first, or "
+                         f"name that module in the {ENTRY_POINTS} entry points of its package)")
     return _FAMILIES[name]
 
 
 def families() -> dict[str, TaskFamily]:
     """Every registered family (the packaged ones included), by name."""
-    _load_packaged()
+    _load()
     return dict(_FAMILIES)
 
 

@@ -7,7 +7,7 @@
    eigendecomposition with ``gate.logme``, which bounds the attainable ratio at (shared + loop) / shared.
 2. ``shrinkage_h_score`` (Woodbury n×n route) vs the naive d×d inverse of the shrunk covariance, n=500,
    d=5000: speed-up (target ≥ 5×) and relative difference (target ≤ 1e-8).
-3. Every supervised score of ``gate.scoring.transferability.SCORES`` on n=5000, d=1280, C=10 — the real features of
+3. Every supervised score of ``gate.transferability.SCORES`` on n=5000, d=1280, C=10 — the real features of
    5000 Fashion-MNIST training images from pretrained EfficientNet-Lite0 at 112 px — vs the time to extract
    those features (decode, resize, forward; batch 250): target ratio extraction / scoring > 1.
 4. ``logme`` against its floor, n=5000, d=1024, C=100: LogME needs at least one Gram matrix and one symmetric
@@ -15,7 +15,7 @@
    and ``_linalg.eigh``, measured in this process) is the overhead of everything else (target ≤ 1.3).
 5. ``transrate`` with the default thread settings, n=5000, d=1024, C=100: the previous code (per-class boolean
    masks, per-class Cholesky factorisations with all threads — emulated here with gate's ``coding_rate``)
-   against ``gate.scoring.transferability.transrate`` (rows grouped once, per-class loop in a one-thread
+   against ``gate.transferability.transrate`` (rows grouped once, per-class loop in a one-thread
    ``threadpoolctl`` scope). Same value; time ratio printed.
 6. The scores added for issue 17 — ``sfda``, the NCTI terms (one ``ncti_terms`` call gives all three; each
    registered term repeats it), ``etran_energy``, ``knn_acc``, ``linear_probe_acc`` — next to ``logme``, n=5000,
@@ -42,7 +42,7 @@ import numpy as np
 import torch
 from threadpoolctl import threadpool_limits
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 
 def timed(fn, *args, **kwargs):
@@ -74,7 +74,7 @@ def logme_algorithm1(f: np.ndarray, y: np.ndarray, hoist: bool = False, tol: flo
     ``hoist=True`` computes the loop-invariant ``Vᵀ(Fᵀy)`` once per class instead of on every iteration as
     the algorithm is printed (the authors' code does this)."""
     n, d = f.shape
-    with threadpool_limits(limits=1, user_api="blas"):  # see gate/scoring/transferability/_linalg.py
+    with threadpool_limits(limits=1, user_api="blas"):  # see gate/transferability/_linalg.py
         sigma, v = np.linalg.eigh(f.T @ f)
     sigma = np.clip(sigma, 0, None)
     evidences = []
@@ -140,7 +140,7 @@ def bench_shrinkage(n: int, d: int, c: int) -> dict:
 
 # ------------------------------------------------------------------------------------------------- LogME vs its floor
 def bench_logme_floor(n: int, d: int, c: int, reps: int) -> dict:
-    from gate.scoring.transferability import _linalg
+    from gate.transferability import _linalg
 
     rng = np.random.default_rng(0)
     y = np.arange(n) % c
@@ -162,8 +162,8 @@ def bench_logme_floor(n: int, d: int, c: int, reps: int) -> dict:
 def transrate_previous(features: np.ndarray, labels: np.ndarray, eps: float = 1e-4) -> float:
     """The previous ``gate.transrate``: a boolean mask per class and every factorisation with the default
     threads (no scope), on gate's own ``coding_rate``."""
-    from gate.scoring.transferability import coding_rate
-    from gate.scoring.transferability._validation import check_features, check_labels
+    from gate.transferability import coding_rate
+    from gate.transferability._validation import check_features, check_labels
 
     f = check_features(features)
     lab, num_classes = check_labels(labels, f.shape[0])

@@ -4,7 +4,7 @@ gate-rank's validation scores ``max_samples=500`` rows of 192–2048-wide featur
 score fitted on the very rows it scores (a within-class scatter, a pseudo-inverse, a coding rate) can then fit
 anything, noise included. Two measurements:
 
-1. Synthetic (default). For every feature score of ``gate.scoring.transferability.SCORES``, on n rows and C = 10
+1. Synthetic (default). For every feature score of ``gate.transferability.SCORES``, on n rows and C = 10
    balanced random classes, at each width d, over ``--seeds`` draws, three feature sets:
 
    - ``noise``: ``N(0, I_d)`` (rank min(d, n − 1)), labels independent of the features — a score that discriminates
@@ -19,7 +19,7 @@ anything, noise included. Two measurements:
    dimensions and lifts it to width d (rank k at every width).
 
 2. Real features (``--features GLOB``): gate-score's cached features (``<root>/cache/features/<encoder>/<dataset>/
-   *.pt``), their first n rows for each ``--rows``: width, rank (:func:`gate.scoring.transferability.feature_rank`),
+   *.pt``), their first n rows for each ``--rows``: width, rank (:func:`gate.transferability.feature_rank`),
    n − C, the mark (:meth:`Metric.degenerate`), and SFDA and H-score on the true labels and on one shuffle of them.
 
 Not a unit test. Run from the repository root:
@@ -39,7 +39,7 @@ import glob
 import numpy as np
 import torch
 
-from gate.scoring.transferability import SCORES, feature_rank
+from gate.transferability import SCORES, feature_rank
 
 SIGNAL_DIMS = 16
 STRENGTHS = {"weak": 0.5, "strong": 1.2}

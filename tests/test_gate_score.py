@@ -14,7 +14,7 @@ from gate.encoders.base import EncoderOutput
 from gate.results import RUN_ONLY_KEYS, ResultsStore
 from gate.scoring.features import extract_features, feature_cache_key, feature_cache_path
 from gate.scoring.stage import _all_done, run_score
-from gate.scoring.transferability import SCORES
+from gate.transferability import SCORES
 
 from helpers import compose_run
 

@@ -1,5 +1,5 @@
 """gate-rank's baselines say beside the number where a score is degenerate on the rows it scored (issue 24;
-the rule: gate.scoring.transferability.Metric.degenerate, tests/test_transferability_degeneracy.py)."""
+the rule: gate.transferability.Metric.degenerate, tests/test_transferability_degeneracy.py)."""
 
 from __future__ import annotations
 

@@ -156,3 +156,45 @@ def test_no_module_outside_the_adapters_names_a_task_family():
     assert counts == ALLOWED
     # the scan sees a literal where there is one (so an empty result means something)
     assert _family_literals(ROOT / "gate" / "adapters" / "classification.py", names) >= 1
+
+
+# ------------------------------------------------------------------------- how the registry finds a family
+def _declared_families() -> dict[str, str]:
+    """``{family: module}`` of every ``register_family(TaskFamily(name=...))`` in gate/adapters/."""
+    found = {}
+    for path in sorted((ROOT / "gate" / "adapters").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "TaskFamily":
+                name = next(k.value.value for k in node.keywords if k.arg == "name")
+                found[name] = f"gate.adapters.{path.stem}"
+    return found
+
+
+def test_the_entry_point_table_names_every_packaged_family_and_the_install_is_current():
+    from importlib.metadata import entry_points
+
+    import tomllib
+
+    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["gate.task_families"]
+    assert table == _declared_families(), "pyproject.toml [project.entry-points.\"gate.task_families\"] must name " \
+                                          "each family registered in gate/adapters/ with its module"
+    installed = {ep.name: ep.value for ep in entry_points(group="gate.task_families")}
+    assert installed == table, "the installed gate's entry points differ from pyproject.toml: pip install -e ."
+
+
+def test_a_lookup_imports_only_the_adapter_module_of_that_family():
+    """The registry imports no adapter itself (tests/test_layers.py: no upward import, no cycle): a lookup loads the
+    one module the entry-point table names for the family (and what that module imports), not every adapter."""
+    import subprocess
+    import sys
+
+    def adapters_after(statement: str) -> list[str]:
+        code = f"import sys; {statement}; print(sorted(m for m in sys.modules if m.startswith('gate.adapters.')))"
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip()
+
+    looked_up = adapters_after("from gate.families import family; family('segmentation')")
+    assert looked_up == adapters_after("import gate.adapters.segmentation")
+    assert "gate.adapters.contrastive" not in looked_up and "gate.adapters.temporal" not in looked_up, looked_up
+    assert adapters_after("import gate.families") == "[]"

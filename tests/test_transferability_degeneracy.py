@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gate.scoring.transferability import SCORES, feature_rank
+from gate.transferability import SCORES, feature_rank
 
 from helpers import compose_run
 
@@ -60,7 +60,7 @@ def test_wide_features_of_low_rank_are_not_marked_and_still_discriminate():
 
 
 def test_only_the_scores_that_fit_their_rows_exactly_are_marked():
-    from gate.scoring.transferability import Metric
+    from gate.transferability import Metric
 
     marked = {k for k, m in SCORES.items() if m.degenerate(500, 10, feature_rank=499)}
     assert marked == {"sfda", "h_score"}  # measurements/score_degeneracy.py: the others still order noise < signal

@@ -9,7 +9,7 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.decomposition import PCA
 from sklearn.random_projection import GaussianRandomProjection
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 
 def sets(m=40, n=30, d=5, shift=0.5, seed=0):

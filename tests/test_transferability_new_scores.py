@@ -1,7 +1,7 @@
 """SFDA, NCTI, ETran's energy score, k-NN and linear-probe accuracy against naive references.
 
 Each reference below is written from the authors' public code's algorithm (numpy, loops, scipy, scikit-learn
-estimators), independently of ``gate.scoring.transferability``:
+estimators), independently of ``gate.transferability``:
 
 - SFDA: TencentARC/SFDA ``metrics.py`` (``SFDA`` class, ``SFDA_Score``, ``_class_means``, ``_cov``) and
   ``utils.py`` (``iterative_A``) — including its generalised eigenproblem, which gate replaces by one solve;
@@ -23,7 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 
 def make_data(n, d, c, seed=0, sep=1.0, scale=1.0):

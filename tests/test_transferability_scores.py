@@ -1,6 +1,6 @@
 """Supervised transferability scores against naive implementations of their defining formulas.
 
-Every reference here is written independently of ``gate.scoring.transferability``: explicit d×d / n×n matrices, Python
+Every reference here is written independently of ``gate.transferability``: explicit d×d / n×n matrices, Python
 loops, scipy optimisers, scikit-learn estimators. Data include n < d.
 """
 
@@ -16,7 +16,7 @@ from sklearn.decomposition import PCA
 from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 SHAPES = [(120, 20, 4), (30, 80, 3)]  # (n, d, C): n > d and n < d
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 
 def features(n=30, d=6, seed=0):

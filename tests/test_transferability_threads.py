@@ -18,11 +18,11 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info
 
-import gate.scoring.transferability
-from gate.scoring import transferability as T
-from gate.scoring.transferability import _linalg
+import gate.transferability
+from gate import transferability as T
+from gate.transferability import _linalg
 
-SOURCE = pathlib.Path(gate.scoring.transferability.__file__).parent
+SOURCE = pathlib.Path(gate.transferability.__file__).parent
 FAST_KW = {"nleep": dict(components_per_class=1), "n_nleep": dict(components_per_class=1)}
 
 

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gate.scoring import transferability as T
+from gate import transferability as T
 
 FEATURE_METRICS = {k: m for k, m in T.SCORES.items() if m.needs == "features"}
 PROB_METRICS = {k: m for k, m in T.SCORES.items() if m.needs == "source_probs"}

@@ -583,7 +583,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     if metrics is not None and not isinstance(metrics, (str, list)):
         c.bad("metrics", metrics, "expected a list of score names or null (every applicable score)")
     elif metrics is not None:
-        from ..scoring.transferability import SCORES
+        from ..transferability import SCORES
 
         names = [metrics] if isinstance(metrics, str) else list(metrics)
         unknown = [m for m in names if m not in SCORES]

@@ -26,11 +26,11 @@ from gate.ranking.budget import Ledger, RunCost, subset_budget
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, probe_costs, run_benchmark
 
 MIN_ENCODERS = 3
-POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.scoring.transferability.collapse.ncti)
+POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
 
 
 def known_scores() -> list[str]:
-    from gate.scoring.transferability import SCORES
+    from gate.transferability import SCORES
 
     return [*SCORES, *POOL_SCORES]
 
@@ -230,11 +230,11 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
     ``{score: {benchmark: {encoder: value}}}``, the seconds each benchmark's scoring took (feature passes + the
     scores; from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
-    value cannot discriminate (:meth:`gate.scoring.transferability.Metric.degenerate` on the record's rows, classes
+    value cannot discriminate (:meth:`gate.transferability.Metric.degenerate` on the record's rows, classes
     and feature rank)."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
-    from gate.scoring.transferability import SCORES
+    from gate.transferability import SCORES
 
     wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
                                                     else (name,))})
@@ -279,7 +279,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s"
              + (f"; degenerate: {', '.join(marks)}" if marks else ""), flush=True)
     if "ncti" in names:
-        from gate.scoring.transferability.collapse import ncti
+        from gate.transferability.collapse import ncti
 
         for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
             values["ncti"][bench] = ncti(pool)

@@ -2,7 +2,7 @@
 
 For one encoder × dataset × split it extracts (or loads from the cache, see :mod:`gate.scoring.features`) the pooled
 features, labels and — for encoders with a source classification head — source probabilities, computes every
-applicable score of :data:`gate.scoring.transferability.SCORES` (or those listed in ``metrics``) and appends one
+applicable score of :data:`gate.transferability.SCORES` (or those listed in ``metrics``) and appends one
 ``Record(kind="score", split=<split>, metric=<score name>, higher_is_better=...)`` per score to the results
 store (``paths.results``).
 
@@ -11,8 +11,8 @@ identity (:func:`gate.results.identity`: encoder, dataset, split, seed, max_samp
 says how each score was computed: ``{"seconds": <time this score took>, "extract_seconds": <feature pass, 0 when
 cached>, "features_from_cache": bool, "num_samples": n, "feature_dim": D, "num_classes": C}`` (the classes
 present), ``"feature_rank"`` where a score computed fits on the rows it scores
-(:func:`gate.scoring.transferability.feature_rank`), and ``"degenerate": <why>`` on a score that cannot discriminate
-on these rows (:meth:`gate.scoring.transferability.Metric.degenerate`: SFDA or H-score where the features' rank
+(:func:`gate.transferability.feature_rank`), and ``"degenerate": <why>`` on a score that cannot discriminate
+on these rows (:meth:`gate.transferability.Metric.degenerate`: SFDA or H-score where the features' rank
 reaches the rows less the classes, or less one; the number is stored, as the authors' code computes it, with the
 mark beside it, so the record set stays complete). Re-running is a no-op for the
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
@@ -62,7 +62,7 @@ def _device(name: str) -> str:
 
 
 def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
-    from .transferability import SCORES, applicable_scores
+    from ..transferability import SCORES, applicable_scores
 
     if names is not None:
         return applicable_scores(True if has_probs is None else has_probs, list(names))
@@ -104,8 +104,8 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     import torch
 
     from ..data.loading import resolve_num_workers, resolve_pin_memory
+    from ..transferability import SCORES, feature_rank
     from .features import cached_features  # heavy (encoders, datasets): only when there is work to do
-    from .transferability import SCORES, feature_rank
 
     task = config["dataset"]["task"]
 
@@ -161,7 +161,7 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
 
 
 def _all_done(names: list[str] | None, done: set[str]) -> bool:
-    from .transferability import SCORES
+    from ..transferability import SCORES
 
     if names is not None:
         return set(names) <= done

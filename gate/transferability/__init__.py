@@ -12,7 +12,7 @@ accuracies :func:`knn_acc` and :func:`linear_probe_acc`, and of the labels' fit 
 citation read from :mod:`gate.metrics`). Every function validates its inputs the same way (``ValueError`` naming
 the argument) and computes in float64 with torch on the inputs' device. No function trains a network, and none
 changes a process-wide setting: where one thread is faster (small factorisations, element-wise passes) the
-limit is scoped with ``threadpoolctl`` (see :mod:`gate.scoring.transferability._linalg`).
+limit is scoped with ``threadpoolctl`` (see :mod:`gate.transferability._linalg`).
 """
 
 from .collapse import NCTITerms, ncti, ncti_collapse, ncti_ncc, ncti_seli, ncti_terms

@@ -58,7 +58,7 @@ def nleep(features: Any, labels: Any, *, variance: float = 0.8, components_per_c
        weight the weak components like the strong ones (it changed one test value from −0.17 to −0.58);
     2. a Gaussian mixture (scikit-learn ``GaussianMixture``) with ``components_per_class · C`` components
        (default ``5·C``, the paper's setting; capped at ``n``), ``covariance_type`` full as in the paper;
-    3. LEEP (see :func:`gate.scoring.transferability.leep`) with the mixture posteriors ``p(v | x_i)`` in place of the
+    3. LEEP (see :func:`gate.transferability.leep`) with the mixture posteriors ``p(v | x_i)`` in place of the
        source-model probabilities.
 
     Deterministic given ``random_state``. Runs on the CPU (scikit-learn); torch inputs are copied there.

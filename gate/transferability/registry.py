@@ -3,7 +3,7 @@
 ``SCORES`` holds the supervised transferability scores, each declaring which input it needs: ``"features"``
 (the encoder's pooled features) or ``"source_probs"`` (its source-head probabilities, only for encoders with a
 classification head). NCTI is relative to a pool of models, so its three per-model terms are registered
-(``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.scoring.transferability.ncti` combines a pool's terms.
+(``ncti_seli``, ``ncti_ncc``, ``ncti_collapse``); :func:`gate.transferability.ncti` combines a pool's terms.
 A score that fits a matrix of the features on the very rows it scores declares which (``fits``); where the rank of
 the features reaches that matrix's largest rank the score no longer depends on the labels, and
 :meth:`Metric.degenerate` says so (measurements/score_degeneracy.py; docs/design.md "Transferability scores").
@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ... import metrics as _metrics
+from .. import metrics as _metrics
 from . import collapse, discrepancy, energy, evidence, fisher, geometry, hscore, mixture, probes, source
 from ._validation import check_features
 
