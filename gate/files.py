@@ -44,3 +44,47 @@ def set_aside(path: str | os.PathLike, why: str, stacklevel: int = 3) -> Path:
     path.replace(target)
     warnings.warn(f"{path} is {why}; moved aside to {target.name}", stacklevel=stacklevel)
     return target
+
+
+def atomic_folder(path: str | os.PathLike, fill: Callable[[Path], object]) -> Path:
+    """Create the folder ``path`` as one set of files: ``fill(staging)`` writes them into a new folder beside it,
+    which then takes its place (an old folder there is renamed aside first and removed after). Readers see the old
+    set or the new one, never a mix; a file the new set lacks does not survive from the old; a failure in ``fill``
+    leaves the old folder as it was. A kill between the two renames leaves, at worst, the old folder aside as
+    ``.<name>.<hex>.old`` with its files intact. The folder counterpart of :func:`atomic_write`."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink() or (path.exists() and not path.is_dir()):
+        raise FileExistsError(f"{path} exists and is not a folder: gate writes a folder of files there; move it away")
+
+    def beside(suffix: str) -> Path:
+        return path.parent / f".{path.name}.{os.urandom(4).hex()}.{suffix}"
+
+    staging = beside("tmp")
+    os.mkdir(staging)  # 0777 & ~umask, as any folder the user creates
+    try:
+        fill(staging)
+        for _ in range(10):
+            old = None
+            if path.exists():
+                old = beside("old")
+                os.replace(path, old)
+            try:
+                os.replace(staging, path)
+            except OSError:
+                if path.exists():  # a twin writer put its folder there between the two renames: set it aside too
+                    if old is not None:
+                        shutil.rmtree(old, ignore_errors=True)
+                    continue
+                if old is not None:
+                    os.replace(old, path)  # the old folder back, as it was
+                raise
+            if old is not None:
+                shutil.rmtree(old, ignore_errors=True)
+            return path
+        raise FileExistsError(f"{path} was replaced by another writer ten times while this one wrote it")
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)

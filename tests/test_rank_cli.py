@@ -118,8 +118,8 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
 def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_picks_the_first_benchmarks(tmp_path):
     """seed=3 on a tier of seeds [0, 1]: the proxy's experiments are seed 3's (sharing no step with the full runs),
     the full runs stay the tier's; auto spends the tier's budget on its first benchmark(s)."""
-    from gate.cli.rank import prepare
     from gate.ranking.pipeline import choose_benchmarks, entry_steps, proxy_entries
+    from gate.ranking.stage import prepare
 
     doc = {**TINY, "seeds": [0, 1], "benchmarks": ["digits", "fashion_mnist"]}
     tier = write_tier(tmp_path / "two.yaml", doc)
@@ -128,7 +128,8 @@ def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_
              "budget": 0.2, "run_fraction": 0.67, "eta": 2, "overhead_steps": 0, "max_rungs": 1, "scores": [],
              "baseline_scores": [], "n_boot": 10, "use_full_runs": True,
              "cost_probe_steps": 4}
-    plan, request, seed = prepare(plain, [])
+    prepared = prepare(plain, [])
+    plan, request, seed = prepared.plan, prepared.request, prepared.seed
     assert seed == 3 and tuple(plan.tier.seeds) == (0, 1)
     assert sorted({e.seed for e in plan.experiments}) == [0, 1, 3]
     entries, _ = proxy_entries(plan, 3)

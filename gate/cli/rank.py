@@ -50,62 +50,6 @@ def check(plain: dict[str, Any]) -> None:
                   plain["cost_probe_steps"])
 
 
-def prepare(plain: dict[str, Any], searchpath: list[str]):
-    """Everything that can fail without training: the tier, its expansion, the proxy's entries and schedules."""
-    from gate.ranking.budget import plan_schedule, subset_budget
-    from gate.ranking.pipeline import Request, choose_benchmarks, entry_steps, proxy_entries
-    from gate.tiers.expand import expand_tier, load_tier
-
-    tier = load_tier(plain["tier_file"] or plain["tier"])
-    seed = plain["seed"] if plain["seed"] is not None else tier.seeds[0]
-    # a seed outside the tier's: the proxy's runs share no step with the full runs it is validated against
-    seeds = tier.seeds if seed in tier.seeds else (*tier.seeds, seed)
-    plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], overrides=plain["overrides"],
-                       searchpath=searchpath, seeds=seeds)
-    entries, _ = proxy_entries(plan, seed)
-    pb = plain["proxy_benchmarks"]
-    chosen = choose_benchmarks(list(entries), pb, full_cost=entry_steps(entries), budget=float(plain["budget"]),
-                               seeds=len(tier.seeds), run_fraction=float(plain["run_fraction"]))
-    budget = subset_budget(float(plain["budget"]), entry_steps(entries), chosen)
-    for bench in chosen:
-        exps = entries[bench]
-        plan_schedule(len(exps), int(exps[0].config["trainer"]["max_steps"]), len(tier.seeds), budget,
-                      int(plain["eta"]), float(plain["overhead_steps"]), plain["max_rungs"])
-    request = Request(tier, tuple(plain["encoders"]), float(plain["budget"]), eta=int(plain["eta"]),
-                      overhead_steps=float(plain["overhead_steps"]), n_boot=int(plain["n_boot"]),
-                      use_full_runs=bool(plain["use_full_runs"]), seed_scores=tuple(plain["scores"]),
-                      baseline_scores=tuple(plain["baseline_scores"]),
-                      proxy_benchmarks=tuple(pb) if isinstance(pb, list) else pb, max_rungs=plain["max_rungs"],
-                      run_fraction=float(plain["run_fraction"]), cost_probe_steps=int(plain["cost_probe_steps"]))
-    return plan, request, seed
-
-
-def contexts(plan, searchpath: list[str]):
-    """The proxy's ways of composing and running gate-run / gate-score in this process."""
-    from gate.engine.training.finetune import run_finetune
-    from gate.ranking.proxy import ProxyContext
-    from gate.scoring.stage import run_score
-    from gate.tiers.expand import hydra_compose_context, searchpath_override
-
-    store = plan.store()
-    sp = searchpath_override(searchpath)
-
-    def compose(kind: str):
-        def go(overrides: list[str]):
-            import warnings
-
-            from hydra import compose as hydra_compose
-
-            with hydra_compose_context(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return hydra_compose(kind, overrides=[*sp, *overrides] if kind == "score" else list(overrides))
-        return go
-
-    ctx = ProxyContext(compose=compose("run"), run=run_finetune, records=lambda: store.complete_records(),
-                       runs_dir=plan.root / "runs")
-    return ctx, compose("score"), run_score
-
-
 def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:
     from gate.ranking.pipeline import summary_lines, summary_table
 
@@ -148,27 +92,16 @@ def _main(cfg: DictConfig) -> None:
     plain = run_cli(CMD, OmegaConf.to_container, cfg, resolve=True)
     searchpath = [str(s) for s in (HydraConfig.get().searchpath or [])]
     run_cli(CMD, check, plain)
-    plan, request, seed = run_cli(CMD, prepare, plain, searchpath)
+    from gate.ranking import stage
+
+    prepared = run_cli(CMD, stage.prepare, plain, searchpath)
     from gate.cli.common import quiet_lightning
-    from gate.ranking.pipeline import rank_tier, write_outputs
-    from gate.results import stable_hash
 
     quiet_lightning()
-    print(f"[gate] ranking {len(plan.encoders)} encoders on tier {plan.tier.name} at budget {request.budget} "
-          f"(seed {seed})", flush=True)
-    ctx, compose_score, run_score = contexts(plan, searchpath)
-    result = run_cli(CMD, rank_tier, plan, request, seed=seed, ctx=ctx, compose_score=compose_score,
-                     run_score=run_score, validate=plain["validate"], proxy_without_scores=plain["proxy_without_scores"])
-    key = stable_hash([plan.key, request.budget, request.eta, list(request.seed_scores), seed,
-                       request.proxy_benchmarks, request.max_rungs, request.run_fraction])[:8]
-    out = Path(plain["paths"]["reports"]) / f"rank-{plan.tier.name}-{key}"
-    files = run_cli(CMD, write_outputs, result, out)
-    report = None
-    if plain["report"]:
-        from gate.ranking.report import write_report
-
-        report = run_cli(CMD, write_report, result, plan, request, out)
-    print_result(result, plan, request, files, report)
+    print(f"[gate] ranking {len(prepared.plan.encoders)} encoders on tier {prepared.plan.tier.name} at budget "
+          f"{prepared.request.budget} (seed {prepared.seed})", flush=True)
+    done = run_cli(CMD, stage.run, plain, searchpath, prepared)
+    print_result(done.result, prepared.plan, prepared.request, done.files, done.files.get("report"))
     print(f"[gate] gate-rank: {(time.monotonic() - started) / 60:.1f} min", flush=True)
 
 
