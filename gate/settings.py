@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 # Keys of a config section that describe it (records, docs) rather than configure it (gate.engine.build.META_KEYS).
-META_KEYS = ("_target_", "name", "architecture", "kind", "notes", "recipe_hint")
+META_KEYS = ("_target_", "name", "architecture")
 
 
 def _show(value: Any) -> str:
@@ -250,7 +250,6 @@ TIER_RUN_SETTINGS: dict[str, Setting] = {
     "encoders": Setting("str_list", min_items=1, unique=True),
     "seeds": Setting("int_list", low=0, min_items=1, unique=True, nullable=True, null_means="the tier's seeds"),
     "overrides": Setting("str_list"),
-    "config_dirs": Setting("str_list"),
     "launch": Setting("str"),  # the launcher registry (gate.tiers.launchers.get_launcher) names the valid ones
     "out": Setting("str", nullable=True, null_means="no file; only for launch=json"),
     "score": Bool(nullable=True, null_means="the tier's"),

@@ -31,6 +31,20 @@ def test_append_and_read_back(tmp_path):
     assert store.has_experiment("e1", kind="finetune") and not store.has_experiment("e1", kind="score")
 
 
+def test_to_frame_is_the_stores_records_as_a_table(tmp_path):
+    """The README's ``df = ResultsStore(...).to_frame()``: one row per record with the schema's columns, the values
+    as stored; an empty store is an empty table that still has every column."""
+    store = ResultsStore(tmp_path / "records.jsonl")
+    empty = store.to_frame()
+    assert empty.empty and list(empty.columns) == list(FIELDS)
+    store.append_set([record(), record(metric="acc@5", value=0.9), record(split="val", value=0.25)])
+    df = store.to_frame()
+    assert set(FIELDS) <= set(df.columns) and len(df) == 3
+    assert df[["split", "metric", "value"]].values.tolist() == [["test", "acc@1", 0.5], ["test", "acc@5", 0.9],
+                                                                 ["val", "acc@1", 0.25]]
+    assert df["higher_is_better"].tolist() == [True, True, True] and (df["set_size"] == 3).all()
+    assert df.groupby("metric")["value"].mean().to_dict() == {"acc@1": 0.375, "acc@5": 0.9}
+
 def test_a_torn_last_line_is_skipped_with_a_warning_and_never_glued_to(tmp_path):
     store = ResultsStore(tmp_path / "records.jsonl")
     store.append([record()])

@@ -66,12 +66,6 @@ def in_float32(function: Callable[..., torch.Tensor], *tensors: torch.Tensor) ->
         return function(*(float32(t) for t in tensors))
 
 
-def targets_equal(a: Target, b: Target) -> bool:
-    if isinstance(a, Mapping) and isinstance(b, Mapping):
-        return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and torch.equal(a, b)
-
-
 class Adapter(nn.Module, abc.ABC):
     #: Task families (DatasetSpec.task) this adapter can serve.
     tasks: frozenset[str] = frozenset()

@@ -44,7 +44,7 @@ def hydra_entry(cmd: str, hydra_main: Callable[[], Any]) -> Any:
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as err:  # noqa: BLE001 - Hydra's composition and parse errors, as one line
-        fail(cmd, describe(err, sys.argv[1:]))
+        fail(cmd, hydra_error(err, sys.argv[1:]))
     finally:
         _release_hydra_errors()
 
@@ -56,8 +56,18 @@ def _release_hydra_errors() -> None:
         _hydra_errors_raised = False
 
 
-# Keys of the command line renamed since (old -> new). The old name is refused naming the new one, never added.
-RENAMED_KEYS = {"experiment": "preset"}  # the group of named run bundles (conf/preset/)
+# Keys of the command line that are gone, each refused with what to write instead ({value}: the value given), never
+# added or ignored.
+RETIRED_KEYS = {
+    "experiment": "it was renamed 'preset'; use preset={value}",  # the group of named run bundles (conf/preset/)
+    "config_dirs": "gate-tier never read it; a config dir of your own (with tier/, dataset/, encoder/, ... folders) "
+                   "is added with hydra.searchpath=[file://DIR]",
+}
+
+
+def hydra_error(err: BaseException, argv: Sequence[str] = ()) -> str:
+    """One line for an error Hydra raised while reading the command line ``argv`` or composing the config."""
+    return describe(err, argv)
 
 
 def describe(err: BaseException, argv: Sequence[str] = ()) -> str:
@@ -89,16 +99,15 @@ def describe(err: BaseException, argv: Sequence[str] = ()) -> str:
 def unknown_key(err: BaseException, argv: Sequence[str] = ()) -> str | None:
     """One line for an override of a key the config does not have (OmegaConf's "Key 'x' is not in struct", an
     AttributeError that would read as an internal error): the key, the keys that level has, and how to add one;
-    for a renamed key (:data:`RENAMED_KEYS`), its new name with the value the command line gave."""
+    for a key that is gone (:data:`RETIRED_KEYS`), what to write instead."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError
 
     if not isinstance(err, (ConfigAttributeError, ConfigKeyError)) or "not in struct" not in str(err):
         return None
     full_key = str(getattr(err, "full_key", None) or getattr(err, "key", None) or "?")
-    if full_key in RENAMED_KEYS:
-        new = RENAMED_KEYS[full_key]
+    if full_key in RETIRED_KEYS:
         given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0].lstrip("+~") == full_key and "=" in a]
-        return f"unknown config key {full_key!r}: it was renamed {new!r}; use {new}={given[-1] if given else '<name>'}"
+        return f"unknown config key {full_key!r}: " + RETIRED_KEYS[full_key].format(value=given[-1] if given else "<name>")
     parent = getattr(err, "parent_node", None)
     known = sorted(str(k) for k in parent.keys()) if parent is not None and hasattr(parent, "keys") else []
     level = full_key.rsplit(".", 1)[0] if "." in full_key else "the top level"

@@ -194,6 +194,3 @@ class GATEDataModule(L.LightningDataModule):
 
     def test_dataloader(self) -> DataLoader:
         return self.split_dataloader("test")
-
-    def predict_dataloader(self) -> DataLoader:
-        return self.split_dataloader("test")

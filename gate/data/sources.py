@@ -110,19 +110,3 @@ def bbc_news(data_dir: str | None = None):
     return datasets.DatasetDict({"train": datasets.Dataset.from_dict({"text": texts, "label": labels},
                                                                      features=features)})
 
-
-def hf_hub(path: str, name: str | None = None, input_column: str = "image", label_column: str = "label",
-           splits: dict[str, str] | None = None, **kwargs):
-    """Any Hugging Face hub dataset with a single-label column, renamed to (input_column, ``label``)."""
-    import datasets
-
-    try:
-        raw = datasets.load_dataset(path, name, **kwargs)
-    except Exception as err:
-        raise FileNotFoundError(f"could not load hub dataset {path!r} ({type(err).__name__}: {err}); "
-                                f"it needs the network or a warm HF datasets cache") from err
-    splits = splits or {s: s for s in raw}
-    out = datasets.DatasetDict({ours: raw[theirs] for ours, theirs in splits.items()})
-    if label_column != "label":
-        out = out.rename_column(label_column, "label")
-    return out

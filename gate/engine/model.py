@@ -9,7 +9,7 @@ import lightning as L
 import torch
 from torchmetrics import MeanMetric
 
-from ..adapters.base import Adapter, target_length, to_cpu
+from ..adapters.base import Adapter, target_length
 from ..encoders.base import GATEEncoder
 
 
@@ -90,9 +90,6 @@ class GATEModel(L.LightningModule):
 
     def test_step(self, batch, batch_idx):
         self._evaluate(batch, self.test_metrics, self.test_loss, "test")
-
-    def predict_step(self, batch, batch_idx) -> dict[str, torch.Tensor]:
-        return {"predictions": self(batch).detach().float().cpu(), "target": to_cpu(self.adapter.target(batch))}
 
     def configure_optimizers(self) -> Any:
         params = [p for p in self.parameters() if p.requires_grad]
