@@ -29,8 +29,6 @@ def _main(cfg: DictConfig) -> None:
     for key, value in result.values.items():
         why = f"  degenerate: {result.degenerate[key]}" if key in result.degenerate else ""
         print(f"  {key:<{width}}  {value:12.6g}   ({result.seconds[key]:.2f}s){why}")
-    for key, err in result.failed.items():
-        print(f"  {key:<{width}}  FAILED: {err}")
     print(f"[gate] results store: {result.results_path}")
     if result.features_path is not None:
         print(f"[gate] features:      {result.features_path}")

@@ -9,10 +9,19 @@ built seeded from the config's ``seed`` (:func:`gate.engine.build.build_encoder`
 gives the same features on every extraction (the cache is never what makes them agree).
 
 The cache key is a hash of everything that changes the numbers: the resolved encoder config (including its
-``image_size`` and other transform settings), the resolved dataset config, the split, the seed (which fixes
-the deterministic splits and the subsample) and ``max_samples``. Files live at
-``<cache_dir>/features/<encoder>/<dataset>/<split>-<key>.pt`` with a readable ``.json`` of the key next to
-them, and are written atomically (temporary file, then rename).
+``image_size`` and other transform settings), the stamp (name, size, mtime) of the local weights an encoder config
+points to (``checkpoint_path``, ``model_path``: new weights written to the same path are another encoder), the
+resolved dataset config, the split, the seed (which fixes the deterministic splits and the subsample) and
+``max_samples``. Files live at ``<cache_dir>/features/<encoder>/<dataset>/<split>-<key>.pt`` with a key file
+(``.json``) next to them holding the key and the sha256 of the tensor file, both written atomically (temporary
+file, then rename).
+
+A cache file is used only when it is provably the pass asked for: its key file holds this very key (a file copied
+or renamed from another encoder's, dataset's or split's place names that one), its bytes hash to the sha256 the
+key file recorded (a tensor file replaced or edited does not), and its tensors fit the split (rows, finite
+features, and labels equal to the split's own). Anything else — and a file written before key files held a hash —
+is moved aside as ``<name>.corrupt-<time>`` with a warning saying why, and the features are extracted again: a
+cache can cost an extraction, never a wrong score.
 """
 
 from __future__ import annotations
@@ -61,11 +70,41 @@ def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | 
     key = {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
            "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples),
            "init": "seeded"}
+    weights = _weights_stamp(key["encoder"])
+    if weights:  # only where local weights are named: every other key (and its cache) is unchanged
+        key["weights"] = weights
     # A capped split of a grouped dataset holds whole groups (gate.data.splits.cap_unit); features cached when
     # caps took random rows describe other examples, and the marker keeps them from being reused.
     if max_samples is not None and _cap_unit(key["dataset"]) is not None:
         key["cap"] = "whole groups"
     return key
+
+
+#: Encoder config keys that may name local weights (a file, or a folder of files).
+WEIGHT_KEYS = ("checkpoint_path", "model_path")
+
+
+def _weights_stamp(node: Any) -> list[list[Any]]:
+    """(path, size, mtime) of every local file the encoder config's weight keys name, at any depth (a stem's
+    body); a hub id or a packaged name that is no local path adds nothing."""
+    from ..data.loaders._dense import file_stamp
+
+    files: list[Path] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if k in WEIGHT_KEYS and isinstance(v, str) and v and Path(v).expanduser().exists():
+                    where = Path(v).expanduser().resolve()
+                    files.extend([where] if where.is_file() else (p for p in where.rglob("*") if p.is_file()))
+                else:
+                    walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(node)
+    return [list(stamp) for stamp in file_stamp(files)]
 
 
 def _cap_unit(dataset_cfg: Mapping[str, Any]) -> str | None:
@@ -137,8 +176,17 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
         raise ValueError(f"max_samples must be >= 2 or null (the whole split), got {max_samples!r}")
     key = feature_cache_key(config, split, max_samples)
     path = feature_cache_path(cache_dir, key) if cache_dir is not None else None
+    spec = build_spec(key["dataset"])
+    column = spec.label_column
+    if column is None:
+        raise ValueError(f"dataset {spec.name!r} ({spec.task}) has no single-label target: transferability "
+                         f"scores need class labels")
+    splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]}, spec=spec)
     if path is not None and path.is_file() and not refresh:
-        blob = _load_cached(path)
+        from ..data.splits import labels_of
+
+        truth = torch.as_tensor(labels_of(splits[split], column).astype("int64"))
+        blob = _load_cached(path, key, truth)
         if blob is not None:
             return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
                               from_cache=True)
@@ -147,13 +195,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     # Seeded from the experiment's seed: a randomly initialised encoder (resnet18_scratch) gives the same features
     # on every extraction, and the same initial weights as a fine-tuning run of that seed.
     encoder = build_encoder(key["encoder"], key["dataset"].get("modality"), seed=key["seed"])
-    spec = build_spec(key["dataset"])
     encoder.check_modality(spec.modality, spec.name)
-    column = spec.label_column
-    if column is None:
-        raise ValueError(f"dataset {spec.name!r} ({spec.task}) has no single-label target: transferability "
-                         f"scores need class labels")
-    splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]}, spec=spec)
 
     def labels_only(row):
         return {column: torch.as_tensor(int(row[column]), dtype=torch.long)}
@@ -174,22 +216,61 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     return FeatureSet(feats, labels, probs, dict(key), path, from_cache=False, seconds=seconds)
 
 
-def _load_cached(path: Path) -> dict[str, Any] | None:
-    """A cached feature file, or None after moving a truncated or unreadable one aside (it is re-extracted)."""
+def _describe(key: Mapping[str, Any]) -> str:
+    return (f"{(key.get('encoder') or {}).get('name', '?')} × {(key.get('dataset') or {}).get('name', '?')}/"
+            f"{key.get('split', '?')}")
+
+
+def _load_cached(path: Path, key: Mapping[str, Any], labels: torch.Tensor) -> dict[str, Any] | None:
+    """The cached features of the pass ``key`` (``labels``: the split's own), or None after moving aside a file
+    that is not provably that pass (see the module docstring): it is then extracted again, never scored."""
+    from ..data.hub import sha256_of
+
+    def refuse(why: str) -> None:
+        target = set_aside(path, why, stacklevel=5)
+        if path.with_suffix(".json").is_file():  # its key file goes with it, for inspection
+            path.with_suffix(".json").replace(target.with_name(target.name + ".json"))
+
     if not is_complete_checkpoint(path):
-        set_aside(path, "a truncated feature cache file")
-        return None
+        return refuse("a truncated feature cache file")
+    try:
+        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), dict) or "sha256" not in record:
+        return refuse("a feature cache file without a key file that identifies it (written before key files held "
+                      "a content hash, or copied without one)")
+    if stable_hash(record["key"]) != stable_hash(json.loads(json.dumps(dict(key), default=str))):
+        other, mine = _describe(record["key"]), _describe(key)
+        return refuse(f"the features of another feature pass ({other}{' with other settings' if other == mine else ''}"
+                      f"), not of {mine}")
+    if sha256_of(path) != record["sha256"]:
+        return refuse("a feature cache file whose bytes are not the bytes its key file recorded (replaced or "
+                      "edited after it was written)")
     try:
         blob = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unreadable cache file is re-extracted, never trusted
-        set_aside(path, f"an unreadable feature cache file ({type(err).__name__})")
-        return None
+        return refuse(f"an unreadable feature cache file ({type(err).__name__})")
     if not isinstance(blob, dict) or not {"features", "labels"} <= set(blob):
-        set_aside(path, "not a feature cache file")
-        return None
+        return refuse("not a feature cache file")
+    feats, got, probs, n = blob["features"], blob["labels"], blob.get("source_probs"), len(labels)
+    shaped = (isinstance(feats, torch.Tensor) and feats.ndim == 2 and feats.shape[0] == n and isinstance(got, torch.Tensor)
+              and got.shape == (n,) and (probs is None or isinstance(probs, torch.Tensor) and probs.ndim == 2
+                                         and probs.shape[0] == n))
+    if not shaped:
+        return refuse(f"a feature cache file whose tensors do not fit {_describe(key)} ({n} rows)")
+    if not torch.equal(got.long(), labels):
+        return refuse(f"a feature cache file whose labels are not those of {_describe(key)}")
+    if not (torch.isfinite(feats).all() and (probs is None or torch.isfinite(probs).all())):
+        return refuse("a feature cache file holding non-finite features")
     return blob
 
 
 def _save_atomic(path: Path, blob: dict[str, Any], key: Mapping[str, Any]) -> None:
+    """The tensor file, then its key file with the tensor file's sha256 (a reader trusts the pair only)."""
+    from ..data.hub import sha256_of
+
     atomic_write(path, lambda tmp: torch.save(blob, tmp))
-    atomic_write_text(path.with_suffix(".json"), json.dumps(key, indent=2, sort_keys=True, default=str) + "\n")
+    record = {"key": dict(key), "sha256": sha256_of(path)}
+    atomic_write_text(path.with_suffix(".json"), json.dumps(record, indent=2, sort_keys=True, default=str,
+                                                            allow_nan=False) + "\n")

@@ -16,7 +16,9 @@ on these rows (:meth:`gate.transferability.Metric.degenerate`: SFDA or H-score w
 reaches the rows less the classes, or less one; the number is stored, as the authors' code computes it, with the
 mark beside it, so the record set stays complete). Re-running is a no-op for the
 scores already stored (``force=true`` recomputes them), and asking for more ``metrics`` later computes just
-the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`).
+the missing ones. The scores of one call are one record set (see :meth:`gate.results.ResultsStore.append_set`),
+stored only whole: when a score fails (a subsample with one class), nothing is stored and the error names each
+failure and the ``metrics=[...]`` that stores the others. ``metrics=[]`` is refused (null: every applicable score).
 
 The encoder is built seeded from the experiment's ``seed`` (:func:`gate.engine.build.build_encoder`), as fine-tuning
 builds it: a randomly initialised encoder (``resnet18_scratch``) scores the same on every extraction, and is the
@@ -37,13 +39,22 @@ from ..families import families, family
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 
 
+class NeedsSourceHead(ValueError):
+    """Scores asked for need the source-class probabilities of a pretrained classification head the encoder lacks;
+    ``metrics`` names them, so a caller that takes the names under another key (gate-rank's ``scores``) can say
+    so in its own words."""
+
+    def __init__(self, encoder: str, metrics: list[str], message: str) -> None:
+        super().__init__(message)
+        self.encoder, self.metrics = encoder, metrics
+
+
 @dataclasses.dataclass
 class ScoreResult:
     experiment: str
     skipped: bool
     values: dict[str, float]
     seconds: dict[str, float]
-    failed: dict[str, str]
     results_path: Path
     features_path: Path | None = None
     features_from_cache: bool = False
@@ -88,15 +99,18 @@ def run_score(cfg: DictConfig) -> ScoreResult:
     names = config.get("metrics")
     if names is not None:
         names = [names] if isinstance(names, str) else list(names)
+        if not names:  # would be "done" at once: a set of no score is never what was meant
+            raise ValueError("metrics=[] names no score: give metrics=null for every applicable score, or the "
+                             "scores to compute, e.g. metrics=[logme,rankme]")
         _wanted(names, None)  # unknown names fail before any work
     force = bool(config["force"])
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
-        return ScoreResult(exp, True, {}, {}, {}, store.path)
+        return ScoreResult(exp, True, {}, {}, store.path)
     with ExperimentLock(Path(config["paths"]["runs"]) / exp, exp):
         done = {r["metric"] for r in store.complete_records(exp, "score")}  # a twin may have finished meanwhile
         if not force and _all_done(names, done):
-            return ScoreResult(exp, True, {}, {}, {}, store.path)
+            return ScoreResult(exp, True, {}, {}, store.path)
         return _score(config, ident, exp, store, names, done, force)
 
 
@@ -121,7 +135,13 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
                             num_workers=resolve_num_workers(config["num_workers"], cuda=cuda), pin_memory=pin_memory,
                             device=device,
                             progress=bool(config["progress_bar"]))
-    wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
+    try:
+        wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
+    except ValueError as err:
+        if feats.source_probs is None and names and any(SCORES[m].needs == "source_probs" for m in names):
+            raise NeedsSourceHead(config["encoder"]["name"], [m for m in names if SCORES[m].needs == "source_probs"],
+                                  str(err)) from None
+        raise
     features = feats.features.to(device=device, dtype=torch.float64)
     labels = feats.labels.to(device)
     probs = feats.source_probs.to(device=device, dtype=torch.float64) if feats.source_probs is not None else None
@@ -132,11 +152,18 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
         try:
             values[name] = SCORES[name](features=features, labels=labels, source_probs=probs)
         except (ValueError, RuntimeError) as err:  # e.g. a subsample with a single class
-            failed[name] = f"{type(err).__name__}: {err}"
-            warnings.warn(f"gate-score: {name} failed on {config['encoder']['name']} × "
-                          f"{config['dataset']['name']}/{config['split']}: {err}", stacklevel=2)
+            failed[name] = " ".join(str(err).split())
             continue
         seconds[name] = time.perf_counter() - start
+    if failed:
+        # A set is stored only whole: the scores that did compute, stored alone, would read as a complete set (a
+        # damaged input once stored rankme and etran_energy alone, and later calls never recomputed them).
+        where = f"{config['encoder']['name']} × {config['dataset']['name']}/{config['split']}"
+        kept = [m for m in (names or _wanted(None, feats.source_probs is not None)) if m not in failed]
+        raise ValueError(f"gate-score on {where}: {len(failed)} of {len(wanted)} score(s) failed: "
+                         + "; ".join(f"{m} failed ({why})" for m, why in failed.items())
+                         + "; nothing stored (a score set is stored only whole)"
+                         + (f"; to store the others: metrics=[{','.join(kept)}]" if kept else ""))
 
     common = dict(experiment=exp, kind="score", encoder=config["encoder"]["name"], dataset=config["dataset"]["name"],
                   task=task, adapter="", recipe="", seed=int(config["seed"]), split=config["split"],
@@ -156,7 +183,7 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
                              facts={"seconds": round(seconds[name], 6), **run_info,
                                     **({"degenerate": degenerate[name]} if name in degenerate else {})})
                       for name, value in values.items()), facts=None)
-    return ScoreResult(exp, False, values, seconds, failed, store.path, feats.path, feats.from_cache, feats.seconds,
+    return ScoreResult(exp, False, values, seconds, store.path, feats.path, feats.from_cache, feats.seconds,
                        degenerate)
 
 
