@@ -149,6 +149,7 @@ def main() -> None:
                                                   key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
     print(f"\nground truth: {len(args.encoders)} encoders × {len(args.benchmarks)} benchmarks × {args.seeds} seeds, "
           f"{args.steps} steps of batch {args.batch} ({truth_minutes:.1f} min wall incl. anything already stored)")
+    from gate.ranking.budget import minutes, shown
     from gate.ranking.pipeline import summary_table
 
     for (budget, seeds), out in results.items():
@@ -158,10 +159,10 @@ def main() -> None:
         table = summary_table(validation, ceiling)
         meta = json.loads((out / "ledger.json").read_text()) if (out / "ledger.json").exists() else {}
         print(f"\n## budget {budget}{' (' + seeds + ')' if seeds else ''}: proxy spent "
-              f"{cost['seconds'].sum() / 60:.1f} min = {meta.get('fraction', float('nan')):.3f} of the full tier's "
-              f"{meta.get('full_seconds', float('nan')) / 60:.1f} min ({meta.get('estimated_fraction', float('nan')):.3f} "
+              f"{cost['seconds'].sum() / 60:.1f} min = {shown(meta.get('fraction'))} of the full tier's "
+              f"{minutes(meta.get('full_seconds'))} ({shown(meta.get('estimated_fraction'))} "
               f"of its estimate from the proxy's step times); seed-to-seed ceiling τ: tier "
-              f"{table.attrs['ceiling_tier']:.3f}, mean per benchmark {table.attrs['ceiling_mean_bench']:.3f}\n")
+              f"{shown(table.attrs['ceiling_tier'])}, mean per benchmark {shown(table.attrs['ceiling_mean_bench'])}\n")
         print("| method | scope | Kendall τ [95% CI] | weighted τ_w [95% CI] | top-1 regret [95% CI] | degenerate |")
         print("|---|---|---|---|---|---|")
         for r in validation.itertuples(index=False):

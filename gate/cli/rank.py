@@ -51,7 +51,8 @@ def check(plain: dict[str, Any]) -> None:
 
 
 def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:
-    from gate.ranking.pipeline import summary_lines, summary_table
+    from gate.ranking.budget import shown
+    from gate.ranking.pipeline import compute_line, summary_lines, summary_table
 
     skipped = f", not run on {', '.join(result.not_run)} (proxy_benchmarks)" if result.not_run else ""
     print(f"[gate] predicted ranking on tier {plan.tier.name} (mean rank over {len(result.rankings)} benchmark(s)"
@@ -61,22 +62,14 @@ def print_result(result, plan, request, files: dict[str, Path], report: Path | N
     for bench, r in result.rankings.items():
         how = "full runs" if r.source == "full" else f"rungs {list(r.steps)} of {r.full_steps} steps on val {r.monitor}"
         print(f"  {bench:<22} {' > '.join(r.order)}  ({how})")
-    led = result.ledger
-    measured = sum(led.full.values()) != sum(led.estimated.values())
-    basis = "measured cost" if result.cost_basis == "measured" else "full steps"
-    print(f"[gate] compute: {led.spent_seconds / 60:.1f} min spent; the full tier "
-          f"{'took ' if measured else 'would take ~'}{led.full_seconds / 60:.1f} min "
-          f"({'its stored runs' if measured else 'estimated from the proxy step times'}"
-          f"{'; benchmarks not run: scaled by their ' + basis if result.not_run and not measured else ''}) → "
-          f"{led.fraction:.3f} of it "
-          f"(budget {request.budget}; {led.estimated_fraction:.3f} of the estimate from the proxy's own step times)")
-    if led.overrun(request.budget):
-        print(f"[gate] compute: {led.overrun(request.budget)}")
+    print(compute_line(result, request.budget))
+    if result.ledger.overrun(request.budget):
+        print(f"[gate] compute: {result.ledger.overrun(request.budget)}")
     if result.validation is not None:
         table = summary_table(result.validation, result.ceiling)
         print(f"[gate] predicted vs full (Kendall τ on the tier's mean rank [95% CI], weighted τ, top-1 regret in "
               f"mean-rank units; mean per-benchmark τ); seed-to-seed ceiling τ: tier "
-              f"{table.attrs['ceiling_tier']:.3f}, per benchmark {table.attrs['ceiling_mean_bench']:.3f}")
+              f"{shown(table.attrs['ceiling_tier'])}, per benchmark {shown(table.attrs['ceiling_mean_bench'])}")
         print("\n".join(summary_lines(table)))
     print(f"[gate] tables: {files['predictions'].parent}")
     if report is not None:

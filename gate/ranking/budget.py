@@ -128,35 +128,81 @@ class RunCost:
                    if math.isfinite(num("global_step")) else 0)
 
 
+def finite_or_none(value: float | None) -> float | None:
+    """A number as the ledger keeps it: a finite float, or None where nothing was measured (never NaN)."""
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def minutes(seconds: float | None) -> str:
+    """Seconds as printed minutes, ``—`` where they were not measured."""
+    return "—" if seconds is None else f"{seconds / 60:.1f} min"
+
+
+def shown(value: float | None, spec: str = ".3f") -> str:
+    """A number as printed, ``—`` where it was not measured (None or NaN: fewer than two seeds for a τ)."""
+    return "—" if value is None or not math.isfinite(value) else format(value, spec)
+
+
 @dataclasses.dataclass
 class Ledger:
-    """Every second the proxy spent (runs and feature passes) and the full tier's estimated seconds."""
+    """Every second the proxy spent (runs and feature passes) and the full tier's estimated seconds.
+
+    A full-run cost that was not measured — a rung resumed at its last step trains nothing to time — is None, and
+    so is every total and fraction over it: ``ledger.json`` writes null, the printout ``—`` and names the part
+    (:attr:`unmeasured`); NaN is never a value here."""
 
     spent: dict[str, float] = dataclasses.field(default_factory=dict)      # item -> seconds
-    full: dict[str, float] = dataclasses.field(default_factory=dict)       # (encoder × benchmark) -> seconds
-    estimated: dict[str, float] = dataclasses.field(default_factory=dict)  # the same from the proxy's step times
+    full: dict[str, float | None] = dataclasses.field(default_factory=dict)       # (encoder × benchmark) -> seconds
+    estimated: dict[str, float | None] = dataclasses.field(default_factory=dict)  # the same from the proxy's steps
 
     def spend(self, item: str, seconds: float) -> None:
         if math.isfinite(seconds):
             self.spent[item] = self.spent.get(item, 0.0) + float(seconds)
+
+    def estimate(self, key: str, estimated: float | None, stored: float | None = None) -> None:
+        """``key``'s full-run seconds: ``estimated`` from the proxy's step times (None or NaN: not measured), and
+        the stored full runs' own seconds (``stored``) where they exist, which win in :attr:`full`."""
+        self.estimated[key] = finite_or_none(estimated)
+        stored = finite_or_none(stored)
+        self.full[key] = stored if stored else self.estimated[key]
+
+    @property
+    def unmeasured(self) -> list[str]:
+        """The (encoder × benchmark) full costs nothing measured."""
+        return sorted(k for k in {**self.full, **self.estimated} if self.full.get(k, 0.0) is None
+                      or self.estimated.get(k, 0.0) is None)
+
+    @property
+    def from_stored_runs(self) -> bool:
+        """Whether some full cost is a stored full run's own seconds rather than the proxy's estimate."""
+        return any(self.full[k] != self.estimated.get(k) for k in self.full)
 
     @property
     def spent_seconds(self) -> float:
         return float(sum(self.spent.values()))
 
     @property
-    def full_seconds(self) -> float:
-        return float(sum(self.full.values()))
+    def full_seconds(self) -> float | None:
+        return None if None in self.full.values() else float(sum(self.full.values()))
 
     @property
-    def fraction(self) -> float:
-        return self.spent_seconds / self.full_seconds if self.full_seconds > 0 else math.nan
+    def fraction(self) -> float | None:
+        full = self.full_seconds
+        return self.spent_seconds / full if full else None
 
     @property
-    def estimated_fraction(self) -> float:
+    def estimated_fraction(self) -> float | None:
         """Spent over the full tier as estimated from the proxy's own step times (a lower bound: errs high)."""
+        if None in self.estimated.values():
+            return None
         total = sum(self.estimated.values())
-        return self.spent_seconds / total if total > 0 else math.nan
+        return self.spent_seconds / total if total > 0 else None
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``ledger.json`` holds (null where not measured)."""
+        return {"spent_seconds": self.spent_seconds, "full_seconds": self.full_seconds, "fraction": self.fraction,
+                "estimated_fraction": self.estimated_fraction, "unmeasured": self.unmeasured, "full": self.full,
+                "estimated": self.estimated}
 
     def overrun(self, budget: float) -> str:
         """A warning when the seconds spent pass ``budget`` of the full tier (:attr:`fraction`: the stored full
@@ -164,7 +210,7 @@ class Ledger:
         step to cost alike on every benchmark of the tier and leaves out a run's fixed cost (building,
         validating) unless a cost probe measured it, so a proxy on a benchmark that costs more per step than the
         tier's mean, or on many short runs, can pass the budget — and says so."""
-        if not math.isfinite(self.fraction) or self.fraction <= budget * 1.01:
+        if self.fraction is None or self.fraction <= budget * 1.01:
             return ""
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={budget} (the plan counts "
                 f"training steps, and a run's fixed cost where a probe measured it; the seeding scores' feature "

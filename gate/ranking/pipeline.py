@@ -22,7 +22,7 @@ import pandas as pd
 from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import stats
-from gate.ranking.budget import Ledger, RunCost, subset_budget
+from gate.ranking.budget import Ledger, RunCost, finite_or_none, minutes, shown, subset_budget
 from gate.ranking.proxy import BenchmarkRanking, ProxyContext, probe_costs, run_benchmark
 
 MIN_ENCODERS = 3
@@ -101,7 +101,16 @@ def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: S
 def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]]:
     """The tier's benchmarks the proxy can rank: those every encoder of the pool takes (a ranking compares all
     of them), with the proxy's seed. Returns ``{benchmark: [experiment per encoder]}`` and why others are left
-    out. Raises :class:`ConfigError` when none is left."""
+    out. Raises :class:`ConfigError` when none is left, or when a dataset is the entry of two protocols (a
+    benchmark is ranked once: one of them would be dropped)."""
+    listed: dict[str, list[int]] = {}
+    for i, entry in enumerate(plan.tier.entries, 1):
+        listed.setdefault(entry.dataset, []).append(i)
+    twice = [f"{name} (entries {', '.join(map(str, at))})" for name, at in listed.items() if len(at) > 1]
+    if twice:
+        raise ConfigError(f"tier {plan.tier.name}: gate-rank ranks each benchmark once, and {'; '.join(twice)} "
+                          f"{'is' if len(twice) == 1 else 'are'} listed with more than one protocol: keep one entry "
+                          f"per dataset")
     by_bench: dict[str, dict[str, Any]] = {}
     for exp in plan.experiments:
         if exp.seed == seed:
@@ -226,14 +235,15 @@ Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder
 
 def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
                  run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
-                 echo: Callable[..., None] = print) -> tuple[Scores, dict[str, float], Scores]:
+                 echo: Callable[..., None] = print, key: str = "scores") -> tuple[Scores, dict[str, float], Scores]:
     """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
     ``{score: {benchmark: {encoder: value}}}``, the seconds each benchmark's scoring took (feature passes + the
     scores; from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
     value cannot discriminate (:meth:`gate.transferability.Metric.degenerate` on the record's rows, classes
-    and feature rank)."""
+    and feature rank). ``key``: the setting that named ``names`` (scores, baseline_scores), named in errors."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
+    from gate.scoring.stage import NeedsSourceHead
     from gate.transferability import SCORES
 
     wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
@@ -243,6 +253,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     degenerate: Scores = {}
     if not wanted:
         return values, seconds, degenerate
+    check_score_heads(plan, names, key)
     seed0 = plan.experiments[0].seed
     for exp in plan.experiments:
         if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
@@ -252,7 +263,10 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
                f"metrics=[{','.join(wanted)}]"]
         cfg = compose_score(ovs)
         sid = experiment_id(resolved_config(cfg), "score")
-        run_score(cfg)
+        try:
+            run_score(cfg)
+        except NeedsSourceHead as err:  # gate-score's words name its own key (metrics): say gate-rank's
+            raise ConfigError(_headless(key, names, err.metrics, err.encoder)) from None
         rows = {r["metric"]: r for r in records() if r.get("experiment") == sid and r.get("kind") == "score"}
         extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
         spent = extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in wanted if m in rows)
@@ -284,6 +298,35 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
             values["ncti"][bench] = ncti(pool)
     return values, seconds, degenerate
+
+
+def _headless(key: str, names: Sequence[str], need: Sequence[str], encoder: str) -> str:
+    from gate.transferability import SCORES
+
+    every = sorted(n for n, m in SCORES.items() if m.needs == "features")
+    one = len(need) == 1
+    return (f"{key}={list(names)} is invalid: {', '.join(need)} {'needs' if one else 'need'} the source-class "
+            f"probabilities of a pretrained classification head, which encoder {encoder} lacks; drop "
+            f"{'it' if one else 'them'} from {key} (the scores every encoder takes: {every})")
+
+
+def check_score_heads(plan: Any, names: Sequence[str], key: str) -> None:
+    """Before any run: a score of ``names`` that needs a source classification head, asked of an encoder whose
+    class declares none (``num_source_classes = None``), is one :class:`ConfigError` naming ``key``."""
+    from hydra.utils import get_class
+
+    from gate.transferability import SCORES
+
+    need = [n for n in names if n in SCORES and SCORES[n].needs == "source_probs"]
+    if not need:
+        return
+    for exp in plan.experiments:
+        try:
+            cls = get_class(exp.config["encoder"]["_target_"])
+        except Exception:  # noqa: BLE001 - an unimportable class is gate-run's validation to report
+            continue
+        if getattr(cls, "num_source_classes", 0) is None:
+            raise ConfigError(_headless(key, names, need, exp.encoder))
 
 
 # ------------------------------------------------------------------------------------------------ rank
@@ -361,9 +404,9 @@ def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext
         known = stored_wall(bench)
         for enc in plan.encoders:
             key = f"{enc} × {bench}"
-            mine = sum(ledger.estimated.get(f"{enc} × {b}", 0.0) for b in chosen)
-            ledger.estimated[key] = mine * cost[bench] / ran if ran else 0.0
-            ledger.full[key] = known.get(key) or ledger.estimated[key]
+            parts = [ledger.estimated.get(f"{enc} × {b}", 0.0) for b in chosen]
+            mine = None if None in parts else sum(parts)  # scaled from an unmeasured part: unmeasured too
+            ledger.estimate(key, None if mine is None else mine * cost[bench] / ran if ran else 0.0, known.get(key))
     return rankings, ledger
 
 
@@ -460,8 +503,10 @@ def summary_table(validation: pd.DataFrame, ceiling: Mapping[str, float]) -> pd.
     out = pd.DataFrame(rows)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        bench_ceiling = [v for k, v in ceiling.items() if k != "tier" and np.isfinite(v)]
-    out.attrs["ceiling_tier"] = ceiling.get("tier", math.nan)
+        # a ceiling.json read back holds null where fewer than two seeds were stored
+        bench_ceiling = [v for k, v in ceiling.items() if k != "tier" and v is not None and np.isfinite(v)]
+    tier_ceiling = ceiling.get("tier")
+    out.attrs["ceiling_tier"] = math.nan if tier_ceiling is None else tier_ceiling
     out.attrs["ceiling_mean_bench"] = float(np.mean(bench_ceiling)) if bench_ceiling else math.nan
     return out
 
@@ -473,10 +518,27 @@ def _text(value: Any) -> str:
 def summary_lines(table: pd.DataFrame) -> list[str]:
     """One printed line per method of :func:`summary_table`: τ on the tier's mean rank with its interval, τ_w,
     regret and the mean per-benchmark τ, and, beside the number, where a baseline score is degenerate."""
-    return [f"  {row.method:<24} τ {row.tier_tau:+.3f} [{row.tier_tau_lo:+.2f}, {row.tier_tau_hi:+.2f}]  "
-            f"τ_w {row.tier_tau_w:+.3f}  regret {row.tier_regret:.2f}  per-benchmark τ {row.mean_bench_tau:+.3f} "
+    return [f"  {row.method:<24} τ {shown(row.tier_tau, '+.3f')} [{shown(row.tier_tau_lo, '+.2f')}, "
+            f"{shown(row.tier_tau_hi, '+.2f')}]  τ_w {shown(row.tier_tau_w, '+.3f')}  regret "
+            f"{shown(row.tier_regret, '.2f')}  per-benchmark τ {shown(row.mean_bench_tau, '+.3f')} "
             f"({row.benchmarks} benchmarks)" + (f"  (degenerate {row.degenerate})" if row.degenerate else "")
             for row in table.itertuples(index=False)]
+
+
+def compute_line(result: RankResult, budget: float) -> str:
+    """The printed line of what the proxy spent against the full tier (``—`` and the parts where a cost was not
+    measured, never "nan")."""
+    led = result.ledger
+    stored = led.from_stored_runs
+    basis = "measured cost" if result.cost_basis == "measured" else "full steps"
+    missing = (f"; not measured: {', '.join(led.unmeasured)} (a run resumed with no step left to time)"
+               if led.unmeasured else "")
+    return (f"[gate] compute: {minutes(led.spent_seconds)} spent; the full tier "
+            f"{'took ' if stored else 'would take ~'}{minutes(led.full_seconds)} "
+            f"({'its stored runs' if stored else 'estimated from the proxy step times'}"
+            f"{'; benchmarks not run: scaled by their ' + basis if result.not_run and not stored else ''}) → "
+            f"{shown(led.fraction)} of it (budget {budget}; {shown(led.estimated_fraction)} of the estimate from the "
+            f"proxy's own step times){missing}")
 
 
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
@@ -496,15 +558,13 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     files["cost"] = out / "cost.csv"
     cost.to_csv(files["cost"], index=False)
     files["ledger"] = out / "ledger.json"
-    led = result.ledger
-    files["ledger"].write_text(json.dumps({"spent_seconds": led.spent_seconds, "full_seconds": led.full_seconds,
-                                           "fraction": led.fraction, "estimated_fraction": led.estimated_fraction,
-                                           "full": led.full, "estimated": led.estimated}, indent=1))
+    files["ledger"].write_text(json.dumps(result.ledger.to_json(), indent=1, allow_nan=False))
     if result.validation is not None:
         files["validation"] = out / "validation.csv"
         result.validation.to_csv(files["validation"], index=False)
         files["ceiling"] = out / "ceiling.json"
-        files["ceiling"].write_text(json.dumps(result.ceiling, indent=1))
+        files["ceiling"].write_text(json.dumps({k: finite_or_none(v) for k, v in result.ceiling.items()}, indent=1,
+                                               allow_nan=False))  # null: fewer than two seeds stored
     return files
 
 
@@ -570,6 +630,8 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
     """The whole stage on an expanded tier ``plan`` (:func:`gate.tiers.expand.expand_tier`, every seed of the
     tier so the full results can be found): scores for seeding, the proxy, the tier's aggregate ranking with
     bootstrap intervals and, where every encoder's full runs are stored, the validation."""
+    check_score_heads(plan, request.seed_scores, "scores")  # before a single run
+    check_score_heads(plan, request.baseline_scores, "baseline_scores")
     entries, dropped = proxy_entries(plan, seed)
     for line in dropped:
         ctx.echo(f"[gate] rank  left out: {line}", flush=True)
@@ -584,19 +646,20 @@ def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
                  f"({', '.join(chosen)}), with the tier's whole budget; the tier ranking is their mean rank",
                  flush=True)
 
-    def scored(names: Sequence[str], benchmarks: Sequence[str]) -> tuple[Scores, dict[str, float], Scores]:
+    def scored(names: Sequence[str], benchmarks: Sequence[str], key: str) -> tuple[Scores, dict[str, float], Scores]:
         if not names or not benchmarks or compose_score is None or run_score is None:
             return {}, {}, {}
         return score_values(plan, benchmarks, names, compose_score=compose_score, run_score=run_score,
-                            records=ctx.records, echo=ctx.echo)
+                            records=ctx.records, echo=ctx.echo, key=key)
 
     # the seeding scores' seconds are the proxy's (on the benchmarks it runs); the baselines' are not part of its
     # cost. Baselines only where a validation will compare them: a benchmark whose full runs are all stored and
     # that the proxy must rank (with use_full_runs, a complete benchmark is ranked by its full runs and not
     # validated): no feature passes otherwise
-    seed_values, seed_seconds, seed_marks = scored(request.seed_scores, chosen)
+    seed_values, seed_seconds, seed_marks = scored(request.seed_scores, chosen, "scores")
     validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
-    scores, _, marks = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated)
+    scores, _, marks = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated,
+                              "baseline_scores")
     scores, marks = {**scores, **seed_values}, {**marks, **seed_marks}
     rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
                                  rank_by_full=request.use_full_runs, chosen=chosen, split=split)

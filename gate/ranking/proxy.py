@@ -212,8 +212,7 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
         ledger.spend(f"run {exp_id}", cost.wall_seconds)
         if k == 0:
             key = f"{enc} × {benchmark}"
-            ledger.estimated[key] = full_seeds * cost.full_estimate(full_steps)
-            ledger.full[key] = (known_full or {}).get(key) or ledger.estimated[key]
+            ledger.estimate(key, full_seeds * cost.full_estimate(full_steps), (known_full or {}).get(key))
         value = _orient(float(val[0]["value"]), hib)
         params = facts.get("params")
         results.append(RungResult(enc, k, steps, exp_id, value, cost, float(params) if params else math.nan,
@@ -225,9 +224,14 @@ def run_benchmark(benchmark: str, experiments: Sequence[Any], ctx: ProxyContext,
     def adjust(k: int, alive: list[str], steps: list[int]) -> int | None:
         """Rung k's end, shrunk (in multiples of r0) so the seconds measured so far stay within the budget."""
         spent = sum(r.cost.wall_seconds for r in results) + score_seconds
-        allowed = budget * sum(ledger.full.get(f"{e} × {benchmark}", 0.0) for e in encoders)
+        full = [ledger.full.get(f"{e} × {benchmark}", 0.0) for e in encoders]
         first = {r.encoder: r.cost for r in results if r.rung == 0}
         per_step = sum(first[e].seconds_per_step for e in alive)
+        if None in full or not math.isfinite(per_step):  # a rung-0 run resumed at its end timed no step
+            ctx.echo(f"[gate] rank  {benchmark}: rung {k} keeps its planned {steps[k]} steps (a rung-0 run's cost was "
+                     f"not measured: it resumed with no step left to time)", flush=True)
+            return steps[k]
+        allowed = budget * sum(full)
         overhead = sum(first[e].overhead_seconds for e in alive)
         affordable = (allowed - spent - overhead) / per_step if per_step > 0 else 0.0
         increment = min(steps[k] - steps[k - 1], int(affordable // r0) * r0)

@@ -12,6 +12,7 @@ import pandas as pd
 
 from gate.analysis import figures as figs
 from gate.ranking import stats
+from gate.ranking.budget import minutes, shown
 from gate.ranking.pipeline import RankResult, summary_table
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}
@@ -57,10 +58,11 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
     parts = [f"<h1>gate-rank: tier {html.escape(plan.tier.name)}, {len(plan.encoders)} encoders, budget "
              f"{request.budget}</h1>"]
     led = result.ledger
-    parts.append(f"<p>Compute spent: <b>{led.spent_seconds / 60:.1f} min</b>; the full tier would take "
-                 f"~{led.full_seconds / 60:.1f} min (its stored runs where they exist, else estimated from the proxy's own "
-                 f"step times, a lower bound) → <b>{led.fraction:.3f}</b> of it ({led.estimated_fraction:.3f} of the "
-                 f"estimate alone). "
+    parts.append(f"<p>Compute spent: <b>{minutes(led.spent_seconds)}</b>; the full tier would take "
+                 f"~{minutes(led.full_seconds)} (its stored runs where they exist, else estimated from the proxy's own "
+                 f"step times, a lower bound) → <b>{shown(led.fraction)}</b> of it ({shown(led.estimated_fraction)} of "
+                 f"the estimate alone)"
+                 f"{'; not measured: ' + html.escape(', '.join(led.unmeasured)) if led.unmeasured else ''}. "
                  f"{'<b>' + html.escape(led.overrun(request.budget)) + '.</b> ' if led.overrun(request.budget) else ''}"
                  f"{'One run per encoder' if request.max_rungs == 1 else f'Successive halving (eta={request.eta})'} on "
                  f"each benchmark's validation monitor"
@@ -91,8 +93,8 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
         table = summary_table(result.validation, result.ceiling)
         parts.append("<h2>Predicted vs full</h2><p class=note>Kendall τ, weighted τ<sub>w</sub> (scipy weightedtau) "
                      "and top-1 regret (mean-rank units on the tier, metric units per benchmark) with 95 % bootstrap "
-                     f"intervals. Seed-to-seed ceiling τ of the ground truth: tier {table.attrs['ceiling_tier']:.3f}, "
-                     f"mean per benchmark {table.attrs['ceiling_mean_bench']:.3f}.</p>" + _table(table))
+                     f"intervals. Seed-to-seed ceiling τ of the ground truth: tier {shown(table.attrs['ceiling_tier'])}, "
+                     f"mean per benchmark {shown(table.attrs['ceiling_mean_bench'])}.</p>" + _table(table))
         proxy = result.validation[result.validation["method"] == "proxy"]
         taus = dict(zip(proxy["scope"], proxy["tau"]))
         benches = [b for b in proxy["scope"] if b != "tier"]
