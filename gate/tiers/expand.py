@@ -26,7 +26,7 @@ import yaml
 
 from gate.errors import ConfigError
 from gate.results import ResultsStore, experiment_id, stable_hash
-from gate.tiers.spec import Entry, Tier, parse_tier
+from gate.tiers.spec import IDENTITY_KEYS, Entry, Tier, override_key, parse_tier
 
 
 @dataclasses.dataclass(frozen=True)
@@ -216,10 +216,6 @@ def paper_protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
-
-
 def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
                 overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
                 check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None,
@@ -242,6 +238,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     problems: list[str] = []
     if not encoders:
         problems.append("encoders=[] is invalid: name at least one encoder (encoder=a or encoder=a,b)")
+    problems += [f"overrides=[{o}] is invalid: {IDENTITY_KEYS[override_key(o)]}, not by overrides"
+                 for o in overrides if override_key(o) in IDENTITY_KEYS]
     bad_seeds = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
     if not seeds or bad_seeds:
         problems.append(f"seeds={list(seeds)} is invalid: expected a non-empty list of integers >= 0")
@@ -273,7 +271,9 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         if problems:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
         prepared_seen: set[str] = set()
-        for entry in tier.entries:
+        first_entry: dict[str, int] = {}  # experiment id → the entry that gave it first
+        twins: dict[tuple[int, int], str] = {}  # (first entry, later entry) → their dataset(s)
+        for number, entry in enumerate(tier.entries, 1):
             paper: tuple[str, ...] = ()
             if tier.use_paper_protocol:
                 try:
@@ -281,8 +281,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     paper = paper_protocol_overrides(resolved_config(compose("run", overrides=list(first))))
                 except (HydraException, ValueError, KeyError):
                     pass  # the same composition fails below, where it is reported
-                later = {_override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
-                paper = tuple(o for o in paper if _override_key(o) not in later)
+                later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
+                paper = tuple(o for o in paper if override_key(o) not in later)
             for enc in encoders:
                 for seed in seeds:
                     ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
@@ -292,6 +292,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                         config = resolved_config(cfg)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
+                        continue
+                    if config["dataset"]["name"] != entry.dataset:  # a config group the overrides pulled in
+                        problems.append(f"{where}: the overrides compose dataset {config['dataset']['name']} under "
+                                        f"the entry {entry.dataset}: {IDENTITY_KEYS['dataset']}")
                         continue
                     if config.get("evaluate_test", True) is False:  # a tier compares test results: it needs them
                         problems.append(f"{where}: evaluate_test=false is invalid in a tier (its results are compared "
@@ -315,10 +319,18 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     except ConfigError as err:
                         problems.append(f"{where}: {err}")
                         continue
-                    experiments.append(Experiment(experiment_id(config, "finetune"), tier.name, entry.dataset, enc,
+                    exp_id = experiment_id(config, "finetune")
+                    if first_entry.setdefault(exp_id, number) != number:  # listed twice: one experiment, run once
+                        earlier = tier.entries[first_entry[exp_id] - 1].dataset
+                        twins[(first_entry[exp_id], number)] = \
+                            entry.dataset if earlier == entry.dataset else f"{earlier}, {entry.dataset}"
+                        continue
+                    experiments.append(Experiment(exp_id, tier.name, entry.dataset, enc,
                                                   int(seed), tuple(ovs), config))
+    problems += [f"entries {a} and {b} ({names}) are the same experiment: list it once (an entry differs from "
+                 f"another by its dataset, adapter or overrides that change the run)" for (a, b), names in twins.items()]
     for enc, n in taken.items():
-        if n == 0:
+        if n == 0 and any(s.startswith(enc + " × ") for s in skipped):  # (an entry that failed is a problem itself)
             problems.append(f"encoder {enc} can take no entry of tier {tier.name} "
                             f"({'; '.join(s.split(': ', 1)[1] for s in skipped if s.startswith(enc + ' × '))})")
     if problems:

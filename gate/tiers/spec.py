@@ -22,7 +22,7 @@ config group (``preset: paper_finetune``). The recipe follows the encoder's arch
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gate.errors import ConfigError
@@ -31,6 +31,16 @@ ENTRY_KEYS = ("dataset", "adapter", "overrides", "note")
 #: Keys of older tier files, refused with the new name (a silently ignored key would run another protocol).
 RENAMED_TIER_KEYS = {"use_protocol": "use_paper_protocol"}
 TIER_KEYS = ("name", "seeds", "score", "use_paper_protocol", "overrides", "score_overrides", "benchmarks", "notes")
+#: Keys that say which experiment a run is (its label in the plan and every summary): set in one place each, never
+#: by overrides, which gate-tier puts before its own ``encoder=``/``seed=`` (dropped) or after an entry's
+#: ``dataset=`` (a digits entry would record another dataset). Key → where it is set instead.
+IDENTITY_KEYS = {
+    "dataset": "an entry's dataset is its 'dataset:' key (write another entry for another dataset)",
+    "dataset.name": "an entry's dataset is its 'dataset:' key (write another entry for another dataset)",
+    "encoder": "encoders are set by gate-tier/gate-rank encoder=a,b",
+    "encoder.name": "encoders are set by gate-tier/gate-rank encoder=a,b",
+    "seed": "seeds are set by the tier's seeds: [...] or seeds=[...] on the command line",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +92,17 @@ def render_overrides(overrides: Any, where: str) -> tuple[str, ...]:
                       f"(or a list of 'key=value' strings)")
 
 
+def override_key(override: str) -> str:
+    """The config key a Hydra override sets (``+key=v``, ``~key``, ``key@pkg=v`` → ``key``)."""
+    return override.split("=", 1)[0].lstrip("+~").split("@", 1)[0].strip()
+
+
+def identity_override_problems(overrides: Sequence[str], where: str) -> list[str]:
+    """One clause per override of ``overrides`` that sets a key of :data:`IDENTITY_KEYS`; ``where`` names them."""
+    return [f"{where} set {o.lstrip('+~')}: {IDENTITY_KEYS[override_key(o)]}, not by overrides"
+            for o in overrides if override_key(o) in IDENTITY_KEYS]
+
+
 def parse_tier(doc: Any, source: str) -> Tier:
     """A :class:`Tier` from a tier file's content; every problem is reported together."""
     if not isinstance(doc, Mapping):
@@ -126,6 +147,7 @@ def parse_tier(doc: Any, source: str) -> Tier:
         except ConfigError as err:
             problems.append(str(err))
             ovs = ()
+        problems += identity_override_problems(ovs, f"{where} ({item['dataset']}): overrides")
         adapter = item.get("adapter")
         entries.append(Entry(item["dataset"], str(adapter) if adapter else None, ovs, str(item.get("note") or "")))
     try:
@@ -134,6 +156,8 @@ def parse_tier(doc: Any, source: str) -> Tier:
     except ConfigError as err:
         problems.append(str(err))
         overrides = score_overrides = ()
+    problems += identity_override_problems(overrides, "tier overrides")
+    problems += identity_override_problems(score_overrides, "tier score_overrides")
     score = doc.get("score", False)
     if not isinstance(score, bool):
         problems.append(f"score={score!r} is invalid: expected true or false")
