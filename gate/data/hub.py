@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatasetUnavailable, GateError
-from ..files import atomic_write, atomic_write_text
+from ..files import atomic_write, atomic_write_text, set_aside
 
 SOURCE_FILE = ".gate_source.json"  # the completion record of gate-data prepare (see the module docstring)
 DOWNLOADS = ".downloads"  # where fetch_urls keeps the files it downloaded (archives before extraction)
@@ -276,26 +276,65 @@ def load_parquet(key: str, source: Mapping[str, Any], data_dir: str | os.PathLik
     footers = parquet_footers(key, files)
     for split, paths in files.items():
         require_columns(key, split, paths[0], footers[str(paths[0])][0], columns, source)
-    cache = str(Path(cache_dir) / "datasets") if cache_dir else None
-    try:
-        builder = datasets.load_dataset_builder(
-            "parquet", data_files={s: [str(p) for p in ps] for s, ps in files.items()}, cache_dir=cache)
-        if not (Path(builder.cache_dir) / datasets.config.DATASET_INFO_FILENAME).is_file():
-            check_cache_space(key, builder.cache_dir, sum(size for _, size in footers.values()))
-        builder.download_and_prepare()
-        raw = builder.as_dataset()
-    except GateError:
-        raise
-    except Exception as err:  # noqa: BLE001 - a damaged row group the footer did not show: name the dataset
-        raise GateError(f"dataset {key!r}: the parquet files in {data_dir} cannot be read ({type(err).__name__}: "
-                        f"{' '.join(str(err).split())}); `gate-data verify dataset={key}` names a damaged file of a "
-                        f"copy gate-data prepare fetched; delete it and rerun `gate-data prepare dataset={key}`") from err
+    needed = sum(size for _, size in footers.values())
+    raw = None
+    for attempt in range(2):  # a damaged Arrow cache is set aside and converted again, once
+        builder = _parquet_builder(key, files, data_dir, cache_dir)
+        try:
+            if not (Path(builder.cache_dir) / datasets.config.DATASET_INFO_FILENAME).is_file():
+                check_cache_space(key, builder.cache_dir, needed)
+            builder.download_and_prepare()
+        except GateError:
+            raise
+        except Exception as err:  # noqa: BLE001 - a damaged row group the footer did not show: name the dataset
+            raise GateError(f"dataset {key!r}: the parquet files in {data_dir} cannot be read ({type(err).__name__}: "
+                            f"{' '.join(str(err).split())}); `gate-data verify dataset={key}` names a damaged file of "
+                            f"a copy gate-data prepare fetched; delete it and rerun `gate-data prepare dataset={key}`"
+                            ) from err
+        try:
+            raw = builder.as_dataset()
+            break
+        except Exception as err:  # noqa: BLE001 - the parquet files were read; it is the converted copy that is not
+            why = f"{type(err).__name__}: {' '.join(str(err).split())}"
+            if attempt:
+                raise GateError(f"dataset {key!r}: datasets' Arrow cache at {builder.cache_dir} cannot be read ({why}) "
+                                f"even when converted again from the intact parquet files in {data_dir}; delete it "
+                                f"and rerun `gate-data prepare dataset={key} force=true`") from err
+            set_aside(builder.cache_dir, f"a damaged datasets Arrow cache of dataset {key!r} ({why}; the parquet "
+                      f"files in {data_dir} are intact): converting them again", stacklevel=4)
     for column in image_columns:
         for split in raw:
             feature = raw[split].features.get(column)
             if feature is not None and not isinstance(feature, datasets.Image):
                 raw[split] = raw[split].cast_column(column, datasets.Image())
     return raw
+
+
+def _parquet_builder(key: str, files: Mapping[str, Sequence[Path]], data_dir: str | os.PathLike | None,
+                     cache_dir: str | os.PathLike | None):
+    """datasets' parquet builder of these files, its Arrow cache under ``<cache_dir>/datasets``."""
+    import datasets
+
+    try:
+        return datasets.load_dataset_builder("parquet", data_files={s: [str(p) for p in ps] for s, ps in files.items()},
+                                             cache_dir=str(Path(cache_dir) / "datasets") if cache_dir else None)
+    except Exception as err:  # noqa: BLE001 - name the dataset, not datasets' internals
+        raise GateError(f"dataset {key!r}: the parquet files in {data_dir} cannot be read ({type(err).__name__}: "
+                        f"{' '.join(str(err).split())})") from err
+
+
+def discard_parquet_cache(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike | None,
+                          cache_dir: str | os.PathLike | None) -> Path | None:
+    """Remove datasets' Arrow cache of the copy's parquet files (``gate-data prepare force=true``: the next read
+    converts them again); returns the folder removed, or None when there was none."""
+    if not (source.get("files") and cache_dir):
+        return None
+    files = require_local(key, source, data_dir, source["files"])
+    where = Path(_parquet_builder(key, files, data_dir, cache_dir).cache_dir)
+    if not where.exists():
+        return None
+    shutil.rmtree(where)
+    return where
 
 
 # ------------------------------------------------------------------------------------------------------------------
@@ -515,7 +554,7 @@ class _Record:
             self.facts["urls"] = [u["url"] for u in source["urls"]]
 
     def _write(self, **extra: Any) -> None:
-        atomic_write_text(self.root / SOURCE_FILE, json.dumps({**self.facts, **extra}, indent=1) + "\n")
+        atomic_write_text(self.root / SOURCE_FILE, json.dumps({**self.facts, **extra}, indent=1, allow_nan=False) + "\n")
 
     def begin(self) -> None:
         if not self.started:

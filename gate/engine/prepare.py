@@ -110,6 +110,11 @@ def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
     data_dir = Path(str(cfg.dataset.get("data_dir") or ""))
     if source:
         fetch_or_reuse(cfg.dataset.name, source, data_dir, force, echo)
+    if force and source:  # force rebuilds what is derived from the copy, datasets' Arrow cache of it included
+        gone = hub.discard_parquet_cache(cfg.dataset.name, source, data_dir, _plain(cfg, "dataset.builder.cache_dir"))
+        if gone is not None:
+            echo(f"[gate] removed datasets' Arrow cache of {cfg.dataset.name} ({gone}): converting the parquet files "
+                 f"again", flush=True)
     echo(f"[gate] reading {cfg.dataset.name} and writing its split manifest ...", flush=True)
     where = manifest_dir_of(cfg)
     splits = build_splits(cfg.dataset, seed=0, manifest_dir=where, force=force)
