@@ -191,6 +191,8 @@ class Record:
         object.__setattr__(self, "value", value)
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "set_size", int(self.set_size))
+        if self.facts is not None:  # a fact that could not be measured is null, never a bare NaN in the JSONL
+            object.__setattr__(self, "facts", _null_if_not_finite(dict(self.facts)))
         known = lookup(self.metric)
         if self.higher_is_better is None:
             if known is None:
@@ -209,6 +211,17 @@ class Record:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Record))
+
+
+def _null_if_not_finite(node: Any) -> Any:
+    """``node`` with every NaN or infinite float (at any depth) replaced by None."""
+    if isinstance(node, float):
+        return node if math.isfinite(node) else None
+    if isinstance(node, Mapping):
+        return {k: _null_if_not_finite(v) for k, v in node.items()}
+    if isinstance(node, (list, tuple)):
+        return [_null_if_not_finite(v) for v in node]
+    return node
 
 
 def now_iso() -> str:
@@ -258,7 +271,8 @@ class ResultsStore:
         rows = [r.to_dict() if isinstance(r, Record) else Record(**r).to_dict() for r in records]
         if not rows:
             return 0
-        payload = "".join(json.dumps(row, sort_keys=False, default=str) + "\n" for row in rows).encode("utf-8")
+        payload = "".join(json.dumps(row, sort_keys=False, default=str, allow_nan=False) + "\n"
+                          for row in rows).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:

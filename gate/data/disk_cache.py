@@ -184,7 +184,8 @@ def cached_dataset(kind: str, name: str, params: Mapping[str, Any], cache_dir: s
             datasets.utils.disable_progress_bars()
         layout = _save(data, tmp)
         del data  # a streamed build's rows are on disk now; the result is read back memory-mapped below
-        (tmp / RECORD).write_text(json.dumps({"key": key, **layout, "files": _files_of(tmp)}, default=str, indent=1)
+        (tmp / RECORD).write_text(json.dumps({"key": key, **layout, "files": _files_of(tmp)}, default=str, indent=1,
+                                                allow_nan=False)
                                   + "\n")
         try:
             tmp.rename(target)

@@ -335,7 +335,7 @@ def _check_class_carve(manifest: Mapping[str, Any], raw: Mapping[str, datasets.D
 
 
 def _atomic_write(path: Path, payload: Mapping[str, Any]) -> None:
-    atomic_write_text(path, json.dumps(payload, separators=(",", ":")) + "\n")
+    atomic_write_text(path, json.dumps(payload, separators=(",", ":"), allow_nan=False) + "\n")
 
 
 def read_manifest(path: str | os.PathLike, dataset: str) -> dict[str, Any]:

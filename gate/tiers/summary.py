@@ -216,7 +216,7 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     out = Path(reports_dir) / f"tier-{plan.tier.name}"
     out.mkdir(parents=True, exist_ok=True)
     subset = out / "records.jsonl"
-    atomic_write_text(subset, "".join(json.dumps(r, default=str) + "\n" for r in records))
+    atomic_write_text(subset, "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in records))
 
     cost = cost_table(experiment_facts(records))
     cost.to_csv(out / "cost.csv", index=False)

@@ -16,6 +16,7 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     if not ctx.out:
         raise ConfigError("launch=json needs out=<file.json> (where to write {experiment_id: command})")
     path = Path(ctx.out).expanduser()
-    atomic_write_text(path, json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2) + "\n")
+    atomic_write_text(path, json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2,
+                                                allow_nan=False) + "\n")
     ctx.echo(f"[gate] wrote {len(experiments)} command(s) to {path.resolve()}")
     return LaunchResult(ran=False)
