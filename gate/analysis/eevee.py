@@ -82,16 +82,27 @@ class EeveeConfig:
     def __post_init__(self) -> None:
         if self.missing not in MISSING_POLICIES:
             raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
-        for name in ("hidden", "epochs", "n_splits", "population", "keep", "children", "chunk"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
-        if self.generations < 0:
-            raise ValueError(f"generations must be >= 0, got {self.generations!r}")
+        # Every number checked for type, finiteness and range, all problems in one line: lr=nan once trained every
+        # meta-model on NaN and still named a "best subset".
+        problems = []
+        for name, low in (("hidden", 1), ("epochs", 1), ("n_splits", 1), ("population", 1), ("keep", 1),
+                          ("children", 1), ("chunk", 1), ("generations", 0), ("seed", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                problems.append(f"{name}={value!r} is invalid: expected an integer >= {low}")
         for name in ("workers", "threads"):
-            if getattr(self, name) is not None and int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1 or None, got {getattr(self, name)!r}")
-        if not 0.0 < float(self.val_fraction) < 1.0:
-            raise ValueError(f"val_fraction must be in (0, 1), got {self.val_fraction!r}")
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+                problems.append(f"{name}={value!r} is invalid: expected an integer >= 1 or null")
+        for name, ok, what in (("lr", lambda v: v > 0, "a finite number > 0"),
+                               ("weight_decay", lambda v: v >= 0, "a finite number >= 0"),
+                               ("val_fraction", lambda v: 0 < v < 1, "a fraction, 0 < val_fraction < 1")):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value)
+                    or not ok(value)):
+                problems.append(f"{name}={value!r} is invalid: expected {what}")
+        if problems:
+            raise ValueError("; ".join(problems))
 
 
 # ------------------------------------------------------------------------------------ the input table
@@ -636,6 +647,10 @@ def search(problem: Problem, k: int, evaluator: Evaluator | None = None) -> Sear
     table = pd.concat([table, stats], axis=1)
     table["in_final_population"] = [s in set(population) for s in ranked]
     best = population[0]
+    if not math.isfinite(evaluator.fitness(best)):
+        raise ValueError(f"EEVEE k={k}: no subset could be scored: every meta-model's validation error is NaN "
+                         f"(a training that diverged, or no encoder with the subset's results in a validation split); "
+                         f"check lr and weight_decay, and the table's missing values")
     return SearchResult(k=k, ranked=table, population=population, best=problem.names(best),
                         best_fitness=evaluator.fitness(best), history=history, n_evaluated=len(evaluated),
                         seconds=time.perf_counter() - t0)

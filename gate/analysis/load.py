@@ -50,7 +50,14 @@ their ``task`` and ``adapter`` as protocol and their ``recipe`` as entrant.
   benchmarks keeps the bare name.
 
 Missing values: an empty cell of a wide table is a missing result; it is simply absent from the long
-frame (never filled). A record's ``value`` can never be missing (the store refuses NaN).
+frame (never filled). A long table's row without a value (empty, ``nan``) is left out with a warning counting and
+naming the rows; a record's ``value`` can never be missing (the store refuses NaN; a hand-edited NaN record is
+skipped with a warning naming it).
+
+Duplicates: rows of a long table that are the same result (encoder, dataset, protocol, seed, split, metric) are
+named in a warning and counted once when their values agree, and refused when they disagree (which one is right
+cannot be known). Records of one experiment stored more than once (a rerun with ``force=true`` appends a new set):
+the latest wins, with a warning naming each replaced value.
 """
 
 from __future__ import annotations
@@ -405,6 +412,10 @@ def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     long["num_classes"] = (pd.to_numeric(frame["num_classes"], errors="coerce") if "num_classes" in frame
                            else np.nan)
     keep = long["value"].notna().to_numpy()
+    if not keep.all():  # a long table lists results: a row without one is said, never dropped silently
+        gone = [f"{_label(long, r)} (CSV line {r + 2})" for r in np.flatnonzero(~keep)]
+        warnings.warn(f"{path}: {len(gone)} row(s) have no value and are left out: {', '.join(gone[:5])}"
+                      + (f" and {len(gone) - 5} more" if len(gone) > 5 else ""), stacklevel=3)
     long = long[keep].copy()
     long["higher_is_better"] = resolve_directions(
         long["metric"], None if explicit is None else [e for e, k in zip(explicit, keep) if k], path)
@@ -413,7 +424,37 @@ def _from_long_csv(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
     long = long[list(LONG_COLUMNS)].reset_index(drop=True)
     long["higher_is_better"] = long["higher_is_better"].astype(bool)
     _fill_experiment(long)
-    return long
+    return _one_row_per_result(long, path, np.flatnonzero(keep))
+
+
+def _label(frame: pd.DataFrame, i: int) -> str:
+    return f"{frame['encoder'].iat[i]} × {frame['dataset'].iat[i]} {frame['metric'].iat[i]}"
+
+
+def _one_row_per_result(long: pd.DataFrame, path: Path, rows: np.ndarray) -> pd.DataFrame:
+    """A long table's rows that are the same result (experiment, seed, split, metric): with one value they are
+    named and kept once; with several, which is right cannot be known, so the table is refused. ``rows``: each
+    row's position in the file (CSV line = position + 2)."""
+    key = ["kind", "experiment", "seed", "split", "metric"]
+    dup = long.duplicated(key, keep=False).to_numpy()
+    if not dup.any():
+        return long
+    same, differ = [], []
+    for _, group in long[dup].groupby(key, sort=False):
+        at = [int(i) for i in group.index]
+        lines = ", ".join(str(rows[i] + 2) for i in at)
+        values = group["value"].tolist()
+        if len(set(values)) == 1:
+            same.append(f"{_label(long, at[0])} (CSV lines {lines})")
+        else:
+            differ.append(f"{_label(long, at[0])} (CSV lines {lines}: {', '.join(f'{v:g}' for v in values)})")
+    if differ:
+        raise ValueError(f"{path}: a result is listed twice with different values: {'; '.join(differ[:5])}"
+                         + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+                         + " (give each run its own seed, or keep one row)")
+    warnings.warn(f"{path}: {int(dup.sum())} rows hold the same result ({len(same)} result(s) listed more than "
+                  f"once): {'; '.join(same[:5])}{' ...' if len(same) > 5 else ''}; counted once", stacklevel=3)
+    return long.drop_duplicates(key).reset_index(drop=True).assign(order=lambda f: np.arange(len(f)))
 
 
 def _is_wide(frame: pd.DataFrame) -> bool:
@@ -506,7 +547,8 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
       always kept); score rows to ``score_split`` when given.
     * ``filters`` keeps only rows whose column equals the value (or is in the list), e.g.
       ``{"recipe": "conv"}``; an unknown column is an error.
-    * Duplicated (experiment, seed, split, metric): the latest record (timestamp, then file order) wins.
+    * Duplicated (experiment, seed, split, metric): the latest record (timestamp, then file order) wins, with a
+      warning naming what it replaced.
     * The mean and the sample standard deviation (``ddof=1``; missing for a single seed) over seeds.
     * Runs of one encoder name with different entrant configs on the same protocol and seed become
       separate encoders, ``name[key=value]``; runs of one dataset with different protocols become
@@ -547,9 +589,11 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
                          f"{sorted(set(dropped['split']))} (set split=<one of them>)")
     if df.empty:
         raise ValueError("no results left after filtering by split/filters")
-    # Latest record wins for a duplicated (experiment, seed, split, metric).
+    # Latest record wins for a duplicated (experiment, seed, split, metric): a rerun (force=true) appends a new set.
     df = df.sort_values(["timestamp", "order"], kind="stable")
-    df = df.drop_duplicates(["kind", "experiment", "seed", "split", "metric"], keep="last")
+    key = ["kind", "experiment", "seed", "split", "metric"]
+    _say_replaced(df, key)
+    df = df.drop_duplicates(key, keep="last")
 
     _check_direction(df)
     df = df.assign(benchmark=df["dataset"], metric_name=df["metric"], main_variant=True)
@@ -688,6 +732,21 @@ def _label_entrants(enc: str, rows: pd.DataFrame) -> dict[str, str]:
     for _, sub in stats.groupby(rows["kind"].to_numpy(), sort=False):  # never two entrants under one label
         inner.update(_unique_labels({key: inner[key] for key in dict.fromkeys(sub["sig"])}))
     return {h: f"{enc}[{inner[sig_key[h]]}]" if inner[sig_key[h]] else enc for h in sigs}
+
+
+def _say_replaced(df: pd.DataFrame, key: list[str]) -> None:
+    """A warning naming each result recorded more than once (``df`` sorted oldest first) and what replaced what."""
+    dup = df.duplicated(key, keep=False)
+    if not dup.any():
+        return
+    said = []
+    for _, group in df[dup].groupby(key, sort=False):
+        last = group.iloc[-1]
+        earlier = ", ".join(f"{v:g}" for v in dict.fromkeys(group["value"].iloc[:-1]))
+        said.append(f"{last['encoder']} × {last['dataset']} {last['metric']} (seed {last['seed']}, experiment "
+                    f"{last['experiment']}: {last['value']:g} replaces {earlier})")
+    warnings.warn(f"{len(said)} result(s) recorded more than once; the latest record is used: {'; '.join(said[:5])}"
+                  + (f" and {len(said) - 5} more" if len(said) > 5 else ""), stacklevel=3)
 
 
 def _check_direction(df: pd.DataFrame) -> None:
