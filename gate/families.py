@@ -179,15 +179,35 @@ def unregister_family(name: str) -> None:
 def _load(name: str | None = None) -> None:
     """Import the module the ``gate.task_families`` entry points name for family ``name`` (every family's when
     None), once each: importing it registers the family."""
+    import importlib
+
+    for ep_name, module in _entry_points():
+        if (name is None or ep_name == name) and ep_name not in _loaded:
+            importlib.import_module(module)
+            _loaded.add(ep_name)
+            if ep_name not in _FAMILIES:
+                raise ValueError(f"the entry point {ep_name} = {module!r} of {ENTRY_POINTS} registers no task "
+                                 f"family {ep_name!r}: its module must call gate.families.register_family")
+
+
+def _entry_points() -> list[tuple[str, str]]:
+    """(family, module) of the ``gate.task_families`` entry points of the installed packages. A checkout run without
+    installing it (``PYTHONPATH=<checkout>``, as on an offline GPU host) has no installed metadata: then gate's own
+    entries are read from the checkout's pyproject.toml, the one place they are written."""
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINTS):
-        if (name is None or ep.name == name) and ep.name not in _loaded:
-            ep.load()
-            _loaded.add(ep.name)
-            if ep.name not in _FAMILIES:
-                raise ValueError(f"the entry point {ep.name} = {ep.value!r} of {ENTRY_POINTS} registers no task "
-                                 f"family {ep.name!r}: its module must call gate.families.register_family")
+    found = [(ep.name, ep.value.split(":")[0]) for ep in entry_points(group=ENTRY_POINTS)]
+    if any(module.startswith("gate.") for _, module in found):
+        return found
+    from pathlib import Path
+
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    if not pyproject.is_file():
+        return found
+    import tomllib
+
+    table = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {}).get(ENTRY_POINTS, {})
+    return found + [(str(k), str(v).split(":")[0]) for k, v in table.items()]
 
 
 def family(name: str) -> TaskFamily:

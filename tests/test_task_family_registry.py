@@ -198,3 +198,21 @@ def test_a_lookup_imports_only_the_adapter_module_of_that_family():
     assert looked_up == adapters_after("import gate.adapters.segmentation")
     assert "gate.adapters.contrastive" not in looked_up and "gate.adapters.temporal" not in looked_up, looked_up
     assert adapters_after("import gate.families") == "[]"
+
+
+def test_a_checkout_run_without_installing_finds_its_families_in_pyproject(tmp_path):
+    """An offline GPU host runs the checkout from PYTHONPATH, with no installed metadata: the registry reads gate's
+    own entries from the checkout's pyproject.toml (the one place they are written)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    code = ("import importlib.metadata as m, sys\n"
+            "real = m.entry_points\n"
+            "m.entry_points = lambda **kw: [] if kw.get('group') == 'gate.task_families' else real(**kw)\n"
+            "from gate.families import family\n"
+            "print(family('segmentation').default_adapter, family('zero_shot').name)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["segmentation", "zero_shot"]
