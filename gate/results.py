@@ -17,6 +17,7 @@ import json
 import math
 import os
 import socket
+import stat
 import subprocess
 import uuid
 import warnings
@@ -24,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from .errors import GateError
+from .files import file_kind, open_regular, writing
 from .parallel import LAYOUT_KEYS
 
 KINDS = ("finetune", "score")
@@ -273,19 +276,28 @@ class ResultsStore:
             return 0
         payload = "".join(json.dumps(row, sort_keys=False, default=str, allow_nan=False) + "\n"
                           for row in rows).encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            size = os.fstat(fd).st_size
-            if size > 0 and not _ends_with_newline(self.path, size):
-                payload = b"\n" + payload  # a previous writer crashed mid-line: never glue onto it
-            _write_all(fd, payload)
-            os.fsync(fd)
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-            os.close(fd)
+        with writing(self.path, "records"):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # checked before the open (a FIFO would wait for a reader) and on the open file (nothing swapped it)
+            self._refuse_unless_regular(os.stat(self.path).st_mode if self.path.exists() else stat.S_IFREG)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            try:
+                self._refuse_unless_regular(os.fstat(fd).st_mode)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                size = os.fstat(fd).st_size
+                if size > 0 and not _ends_with_newline(self.path, size):
+                    payload = b"\n" + payload  # a previous writer crashed mid-line: never glue onto it
+                _write_all(fd, payload)
+                os.fsync(fd)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
         return len(rows)
+
+    def _refuse_unless_regular(self, mode: int) -> None:
+        if not stat.S_ISREG(mode):
+            raise GateError(f"results store {self.path} is {file_kind(mode)}, not a regular file: gate appends "
+                            f"records to a regular file only; set paths.results to a file path")
 
     def append_set(self, records: Iterable[Record], facts: Mapping[str, Any] | None = None) -> int:
         """Append one experiment's complete record set: each record gets the set's attempt id, its size and
@@ -324,8 +336,9 @@ class ResultsStore:
 
 def read_jsonl(path: str | os.PathLike) -> Iterable[dict[str, Any]]:
     """Yield the JSON objects of a JSONL file, warning about (and skipping) each corrupt line by number:
-    torn JSON, bytes that are not UTF-8, anything but an object."""
-    with open(path, "rb") as fh:
+    torn JSON, bytes that are not UTF-8, anything but an object. Only a regular file is read (a link to /dev/zero
+    would be read without end, a FIFO would block): anything else is refused in one line naming it."""
+    with open_regular(path, "records file") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")

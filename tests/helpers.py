@@ -69,10 +69,14 @@ def call_cli(main: Callable[[], object], argv: Sequence[str], capsys, prog: str 
     """Run an entry point's ``main()`` in this process as ``prog *argv`` would run (Hydra parses ``sys.argv``),
     and undo what an entry point does to its process (env vars, the temp dir, warning format, Hydra's global
     state). An exception that escapes becomes a traceback in ``stderr``, as a real process would print it.
-    ``capsys`` is the test's pytest fixture; GATE_DEBUG and HYDRA_FULL_ERROR are unset for the call."""
+    ``capsys`` is the test's pytest fixture; GATE_DEBUG and HYDRA_FULL_ERROR are unset for the call, and the signal
+    handlers the entry point installs are put back."""
     from hydra.core.global_hydra import GlobalHydra
 
+    from gate import signals
+
     saved_env, saved_argv, saved_tempdir = dict(os.environ), sys.argv, tempfile.tempdir
+    saved_signals = signals.handlers()  # an entry point installs gate's stop-signal handlers: this process keeps its own
     saved_format, saved_levels = warnings.formatwarning, _logger_levels()
     # Hydra's job_logging (gate-analysis, gate-eevee: stdout) gives the root logger a handler on this call's
     # captured stdout; left there, a later log line (matplotlib's first font scan) writes to a closed stream
@@ -101,6 +105,7 @@ def call_cli(main: Callable[[], object], argv: Sequence[str], capsys, prog: str 
         logging.root.handlers[:] = saved_handlers
         logging.root.setLevel(saved_root_level)
         GlobalHydra.instance().clear()
+        signals.uninstall(saved_signals)
     out = capsys.readouterr()
     return CliResult(code, out.out, out.err + crash)
 

@@ -75,6 +75,7 @@ import numpy as np
 import pandas as pd
 
 from gate import metrics as metric_registry
+from gate.files import regular_file
 from gate.results import ENTRANT_KEYS, FIELDS, KINDS, identity, protocol, read_jsonl, stable_hash
 
 REQUIRED = ("encoder", "dataset", "metric", "value")
@@ -122,6 +123,7 @@ def load_results(path: str | Path) -> Loaded:
                                 f"or give results=<a .jsonl or .csv file>)")
     if path.is_dir():
         raise IsADirectoryError(f"results path {str(path)!r} is a directory; give a .jsonl or .csv file")
+    regular_file(path, "results file")  # a FIFO would block, a link to /dev/zero would be read without end
     _check_text_file(path)
     if _looks_like_jsonl(path):
         long, fmt, aggregates = _read_records(path), "jsonl", None

@@ -48,6 +48,7 @@ import yaml
 
 from gate import metrics as metric_registry
 from gate.data.spec import load_dataset_spec
+from gate.files import regular_file
 
 #: ``range: pool`` in a benchmarks file: the table's best and worst encoder bound the benchmark's scale.
 POOL = "pool"
@@ -128,6 +129,8 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
     """Benchmark key → metadata, merged from overrides, dataset configs, ``benchmarks`` (a mapping such
     as ``gate-analysis``'s composed ``benchmark_meta``; default: the packaged GATE paper file) and an
     extra ``benchmarks_file``."""
+    if benchmarks_file:
+        regular_file(benchmarks_file, "benchmarks file")  # a FIFO or a device: refused before any work
     meta: dict[str, BenchmarkMeta] = {}
 
     def entry(key: str) -> BenchmarkMeta:
@@ -177,7 +180,7 @@ def load_benchmark_meta(benchmarks_file: str | Path | None = None,
 
 
 def _read_meta_file(path: Path) -> Mapping[str, Any]:
-    doc = yaml.safe_load(path.read_text()) or {}
+    doc = yaml.safe_load(regular_file(path, "benchmarks file").read_text()) or {}
     if isinstance(doc, Mapping) and isinstance(doc.get("benchmarks"), Mapping):
         doc = doc["benchmarks"]  # also accept a top-level `benchmarks:` mapping
     if not isinstance(doc, Mapping):

@@ -139,9 +139,13 @@ def prepare_process(cfg: Any) -> None:
       dropped; gate prints what matters itself. Deprecation noise from third-party internals is hidden.
     * Everything the run writes goes under ``paths.root``: temporary files, W&B's cache/config/data dirs and
       matplotlib's cache (unless the user set those explicitly), so ``$HOME`` and ``$TMPDIR`` stay untouched.
+    * A stop signal (SIGTERM, SIGINT, SIGHUP, SIGUSR2) exits 128 + its number with one line (:mod:`gate.signals`).
     """
     import warnings
 
+    from gate import signals
+
+    signals.install()
     _release_hydra_errors()  # the config is composed: Hydra's errors need not be raised to gate any more
     warnings.formatwarning = _one_line_warning
     warnings.filterwarnings("ignore", category=DeprecationWarning)

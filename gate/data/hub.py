@@ -313,11 +313,11 @@ def load_parquet(key: str, source: Mapping[str, Any], data_dir: str | os.PathLik
 def _parquet_builder(key: str, files: Mapping[str, Sequence[Path]], data_dir: str | os.PathLike | None,
                      cache_dir: str | os.PathLike | None):
     """datasets' parquet builder of these files, its Arrow cache under ``<cache_dir>/datasets``."""
-    import datasets
+    from .parquet import parquet_builder
 
     try:
-        return datasets.load_dataset_builder("parquet", data_files={s: [str(p) for p in ps] for s, ps in files.items()},
-                                             cache_dir=str(Path(cache_dir) / "datasets") if cache_dir else None)
+        # datasets.load_dataset_builder's builder, without its network call (gate/data/parquet.py)
+        return parquet_builder(files, str(Path(cache_dir) / "datasets") if cache_dir else None)
     except Exception as err:  # noqa: BLE001 - name the dataset, not datasets' internals
         raise GateError(f"dataset {key!r}: the parquet files in {data_dir} cannot be read ({type(err).__name__}: "
                         f"{' '.join(str(err).split())})") from err

@@ -37,6 +37,7 @@ import numpy as np
 
 from ..errors import ConfigError, GateError
 from ..files import atomic_write_text
+from ..paths import path_part
 
 SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
 SPLITS = ("train", "val", "test")
@@ -129,7 +130,7 @@ def recipe_of(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: 
 
 
 def manifest_path(manifest_dir: str | os.PathLike, dataset: str, recipe: Mapping[str, Any]) -> Path:
-    return Path(manifest_dir) / f"{dataset}-{_digest(dict(recipe))[:12]}.json"
+    return Path(manifest_dir) / f"{path_part(dataset, 'dataset.name')}-{_digest(dict(recipe))[:12]}.json"
 
 
 def _normalise(raw: Mapping[str, datasets.Dataset], dataset: str,

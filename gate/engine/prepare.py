@@ -98,9 +98,11 @@ def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
     returns the split sizes."""
     from gate.data import hub
     from gate.errors import ConfigError
+    from gate.paths import path_part
 
     from .build import build_splits, manifest_dir_of
 
+    path_part(cfg.dataset.name, "dataset.name")  # its local copy: paths.data/<name> (conf/dataset_defaults/pool.yaml)
     source = _plain(cfg, "dataset.source") or {}
     problems = hub.source_problems(source) if source else []
     if problems:

@@ -38,6 +38,7 @@ import torch
 from ..engine.build import build_encoder, build_spec, build_splits, to_plain
 from ..engine.training.checkpoints import is_complete_checkpoint
 from ..files import atomic_write, atomic_write_text, set_aside
+from ..paths import inside
 from ..results import stable_hash
 
 __all__ = ["FeatureSet", "feature_cache_key", "feature_cache_path", "extract_features", "cached_features"]
@@ -116,8 +117,8 @@ def _cap_unit(dataset_cfg: Mapping[str, Any]) -> str | None:
 
 def feature_cache_path(cache_dir: str | os.PathLike, key: Mapping[str, Any]) -> Path:
     digest = stable_hash(dict(key))
-    return (Path(cache_dir).expanduser().resolve() / "features" / str(key["encoder"].get("name", "encoder"))
-            / str(key["dataset"].get("name", "dataset")) / f"{key['split']}-{digest}.pt")
+    return inside(Path(cache_dir).expanduser().resolve() / "features", key["encoder"].get("name", "encoder"),
+                  key["dataset"].get("name", "dataset"), f"{key['split']}-{digest}.pt", what="encoder, dataset or split name")
 
 
 @torch.inference_mode()

@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 
 from gate.errors import ConfigError
+from gate.files import regular_file
+from gate.paths import path_part
 from gate.results import ResultsStore, experiment_id, stable_hash
 from gate.tiers.spec import IDENTITY_KEYS, Entry, Tier, override_key, parse_tier
 
@@ -62,7 +64,7 @@ class Plan:
     @property
     def key(self) -> str:
         """``<tier>-<hash of its experiments>``: the tier run's folder name under ``<root>/tiers``."""
-        return f"{self.tier.name}-{stable_hash(sorted(e.id for e in self.experiments))[:8]}"
+        return f"{path_part(self.tier.name, 'tier name')}-{stable_hash(sorted(e.id for e in self.experiments))[:8]}"
 
     @property
     def run_dir(self) -> Path:
@@ -115,7 +117,7 @@ def load_tier(name_or_path: str | Mapping[str, Any], search_dirs: Iterable[str |
     candidates = ([Path(text).expanduser()] if text.endswith((".yaml", ".yml")) or "/" in text else
                   [Path(d) / "tier" for d in search_dirs][::-1] + [packaged_tier_dir()])
     if candidates and candidates[0].suffix in (".yaml", ".yml"):
-        path = candidates[0]
+        path = regular_file(candidates[0], "tier file")  # a FIFO or a device: refused, not "no such file"
         if not path.is_file():
             raise ConfigError(f"tier={text!r}: no such tier file")
     else:
@@ -236,6 +238,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     encoders = tuple(dict.fromkeys(encoders))
     seeds = tuple(seeds) if seeds is not None else tier.seeds
     problems: list[str] = []
+    try:
+        path_part(tier.name, "tier name")  # it names the tier's run folder (Plan.key) and report folder
+    except ConfigError as err:
+        problems.append(str(err))
     if not encoders:
         problems.append("encoders=[] is invalid: name at least one encoder (encoder=a or encoder=a,b)")
     problems += [f"overrides=[{o}] is invalid: {IDENTITY_KEYS[override_key(o)]}, not by overrides"

@@ -24,6 +24,7 @@ from typing import Any
 import pandas as pd
 
 from gate.files import atomic_write_text
+from gate.paths import path_part
 from gate.results import experiment_id
 
 COST_FACTS = (("wall_seconds", "wall_hours", 1 / 3600), ("cpu_seconds", "cpu_hours", 1 / 3600),
@@ -213,7 +214,7 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     ids = {e.id for e in plan.experiments}
     records = [r for r in store.complete_records() if (r.get("kind") == "finetune" and r["experiment"] in ids)
                or (r.get("kind") == "score" and r["experiment"] in score_ids)]
-    out = Path(reports_dir) / f"tier-{plan.tier.name}"
+    out = Path(reports_dir) / f"tier-{path_part(plan.tier.name, 'tier name')}"
     out.mkdir(parents=True, exist_ok=True)
     subset = out / "records.jsonl"
     atomic_write_text(subset, "".join(json.dumps(r, default=str, allow_nan=False) + "\n" for r in records))
@@ -246,6 +247,12 @@ def summarise_tier(plan, reports_dir: str | Path, *, score_ids: set[str] = froze
     sections.append(("Cost of the tier", "<p class='meta'>Sums of the runs' measured facts (wall-clock, CPU and GPU "
                                          "hours, energy); empty = not measured by these runs, never estimated.</p>"
                      + frame_html(cost, left=("scope", "key"))))
+    if failed:  # whatever the number of encoders: a job that failed or was stopped by a signal is not done
+        sections.append(("Experiments that failed or were stopped",
+                         "<p class='meta'>Not done: no results of theirs are in this report. Rerun the same gate-tier "
+                         "command: it skips what is done, and a stopped run resumes from its last checkpoint.</p><ul>"
+                         + "".join(f"<li>failed: {html.escape(getattr(e, 'label', str(e)))} (log: "
+                                   f"{html.escape(str(log))})</li>" for e, log in failed) + "</ul>"))
     if score_failures:
         sections.append(("Scores that failed", "<ul>" + "".join(f"<li>{html.escape(f)}</li>" for f in score_failures)
                          + "</ul>"))

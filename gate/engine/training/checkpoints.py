@@ -1,15 +1,23 @@
-"""Checkpoints on disk: which one to resume from (never a truncated one), and what to keep afterwards."""
+"""Checkpoints on disk: which one to resume from (never a truncated one), what to keep afterwards, and the one way
+a checkpoint is read (:func:`load_checkpoint`: never a pickle that runs code) or written (a full disk names the
+file)."""
 
 from __future__ import annotations
 
+import pickle
 import re
 import shutil
 import warnings
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from ...files import set_aside
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from ... import signals
+from ...errors import GateError
+from ...files import regular_file, set_aside, writing
 
 KEEP = ("best", "all", "none")
 
@@ -67,3 +75,34 @@ def prune(ckpt_dir: str | Path, ranked: Sequence[str], keep: str) -> None:
     for path in ckpt_dir.glob("*.ckpt"):
         if path.resolve() != best:
             path.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+    """A checkpoint's contents, read as data only (``torch.load(weights_only=True)``): tensors, numbers, strings,
+    containers. A file that would need anything else to load (a pickle that calls code: one planted as
+    ``runs/<id>/checkpoints/step=2.ckpt``) is refused in one line naming it, and nothing in it runs. Every
+    checkpoint gate reads goes through here: ensemble members and, through :class:`SafeCheckpointIO`, Lightning's
+    resume."""
+    import torch
+
+    path = regular_file(path, "checkpoint")
+    try:
+        return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as err:
+        why = " ".join(str(err).split()).split(" Check the documentation")[0][:300]
+        raise GateError(f"checkpoint {path} holds more than weights and training state, so it is not loaded (it "
+                        f"would run code: {why}); gate-run never writes such a file: delete it, or rerun with "
+                        f"force=true to train from scratch") from None
+
+
+class SafeCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint reads and writes, through gate's: a read is :func:`load_checkpoint` (data only,
+    whatever ``weights_only`` Lightning asks for), a write is whole or absent (a stop signal waits for its end;
+    :func:`gate.signals.critical`) and a full disk is one line naming the file."""
+
+    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
+        return load_checkpoint(path, map_location if map_location is not None else "cpu")
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
+        with signals.critical(), writing(path, "a checkpoint"):
+            super().save_checkpoint(checkpoint, path, storage_options)

@@ -18,12 +18,12 @@ import warnings
 from collections.abc import Sequence
 
 import lightning as L
-import torch
 from torch import nn
 from torchmetrics import MeanMetric
 
 from ...adapters.base import target_length
 from ..model import GATEModel
+from .checkpoints import load_checkpoint
 
 
 def ranked_checkpoints(checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint) -> list[str]:
@@ -38,8 +38,7 @@ def ranked_checkpoints(checkpoint_callback: L.pytorch.callbacks.ModelCheckpoint)
 def load_member(model: GATEModel, checkpoint: str) -> GATEModel:
     """A copy of ``model`` holding the weights of ``checkpoint`` (a Lightning checkpoint of this model)."""
     member = copy.deepcopy(model)
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)["state_dict"]
-    member.load_state_dict(state)
+    member.load_state_dict(load_checkpoint(checkpoint)["state_dict"])  # data only: a planted pickle never runs
     return member
 
 

@@ -19,11 +19,14 @@ import hydra
 import lightning as L
 from omegaconf import DictConfig
 
+from ... import signals
+from ...files import no_space
 from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component, resolved_config
 from ..model import GATEModel
 from ..validate import validate_run_config
 from .checkpoints import prune, resume_point
+from .devices import check_devices
 from .distributed import process_rank
 from .ensemble import ranked_checkpoints, test_best_and_ensembles
 from .loggers import logger_run_dir
@@ -45,18 +48,21 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     """Run the experiment ``cfg`` (a composed ``run.yaml``) unless the store already has it."""
     validate_run_config(cfg)  # every config problem, before anything is built
     config = resolved_config(cfg)
+    check_devices(config["trainer"])  # a GPU asked for on a machine without one: before any work
     exp = experiment_id(config, "finetune")
     store = ResultsStore(config["paths"]["results"])
     run_dir = Path(config["paths"]["runs"]).expanduser().resolve() / exp
     force = bool(config["force"])
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
-    if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only here)
-        return _finetune(config, exp, store, run_dir, force, lead=False)
-    with ExperimentLock(run_dir, exp):
-        if store.has_experiment(exp, kind="finetune") and not force:  # a twin finished while we waited
-            return FinetuneResult(exp, True, {}, store.path, run_dir)
-        return _finetune(config, exp, store, run_dir, force, lead=True)
+    # a full disk anywhere in the run (a checkpoint, the logger's files, the records) names the file and what to free
+    with no_space(run_dir, "the run's checkpoints, logs and records"):
+        if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only)
+            return _finetune(config, exp, store, run_dir, force, lead=False)
+        with ExperimentLock(run_dir, exp):
+            if store.has_experiment(exp, kind="finetune") and not force:  # a twin finished while we waited
+                return FinetuneResult(exp, True, {}, store.path, run_dir)
+            return _finetune(config, exp, store, run_dir, force, lead=True)
 
 
 def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool,
@@ -95,7 +101,9 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
 
     if resume is not None:
         print(f"[gate] resuming experiment {exp} from {resume}")
-    trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None)
+    with signals.lightning_stops():  # a stop signal ends the run with Stopped (exit 128 + n), never exit code 0
+        trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None,
+                    weights_only=True)  # SafeCheckpointIO reads it as data only in any case
     # Before testing (loading a checkpoint restores callback state). Rank 0 ranks; the others test its pick: every
     # rank's callback saw the same reduced val metric, and the broadcast makes "the same" exact, ties included.
     ranked = trainer.strategy.broadcast(ranked_checkpoints(checkpoints), src=0)
@@ -104,7 +112,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
                            f"<= trainer.max_steps ({config['trainer'].get('max_steps')})")
     # evaluate_test=false (gate-rank's rungs): the test split is never evaluated; only the val record is stored
-    metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if evaluate_test else {}
+    with signals.lightning_stops():
+        metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if evaluate_test else {}
     if logger is not None and metrics:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
@@ -119,7 +128,8 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
                  "num_workers": int(datamodule.num_workers), "pin_memory": bool(datamodule.pin_memory)}
     if not trainer.is_global_zero:
         return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
-    store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
+    with signals.critical():  # the record set goes out whole; a stop signal waits for it
+        store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
     prune(ckpt_dir, ranked, str(config["keep_checkpoints"]))
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):

@@ -151,4 +151,12 @@ def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
         callbacks.append(step_progress_bar())
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
+    from .checkpoints import SafeCheckpointIO
+
+    # every checkpoint Lightning reads or writes goes through gate's (data-only loads; whole writes)
+    kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SafeCheckpointIO()]
     return L.Trainer(callbacks=callbacks, logger=logger or False, default_root_dir=str(default_root_dir), **kwargs)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]

@@ -16,7 +16,9 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     if not ctx.out:
         raise ConfigError("launch=json needs out=<file.json> (where to write {experiment_id: command})")
     path = Path(ctx.out).expanduser()
+    # a regular file or a new one in an existing folder (out=/dev/full is refused, never replaced by a file)
     atomic_write_text(path, json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2,
-                                                allow_nan=False) + "\n")
+                                     allow_nan=False)
+                      + "\n", what="launch=json out file", make_parents=False)
     ctx.echo(f"[gate] wrote {len(experiments)} command(s) to {path.resolve()}")
     return LaunchResult(ran=False)

@@ -13,6 +13,8 @@ from collections import deque
 from pathlib import Path
 
 from gate.errors import ConfigError
+from gate.settings import LAUNCHER
+from gate.signals import exit_reason, stop_processes
 from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, die_with_parent, python_command
 
 
@@ -106,16 +108,17 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
                     result.finished.append(job.exp.id)
                     event(f"[gate] {_clock(time.monotonic() - start)}  done   {job.exp.label} in {took}  "
                           f"({len(result.finished)}/{total})")
-                else:
+                else:  # a job stopped by a signal (exit 128 + n) is not done either: the rerun resumes it
                     result.failed.append((job.exp, str(job.log)))
-                    event(f"[gate] {_clock(time.monotonic() - start)}  FAILED {job.exp.label} after {took} (exit {code}): "
-                          f"{last_error(job.log)}  log: {job.log}")
+                    why = exit_reason(code)
+                    event(f"[gate] {_clock(time.monotonic() - start)}  FAILED {job.exp.label} after {took} (exit {code}"
+                          f"{f', {why}' if why else ''}): {last_error(job.log)}  log: {job.log}")
             if ctx.interactive:
                 ctx.echo("\r\033[K" + status(), end="", flush=True)
     except BaseException:
-        for job in running:  # interrupted: stop the jobs we started (they resume on the next run)
-            job.proc.kill()
-            job.proc.wait()
+        # interrupted (a stop signal: gate.signals): the jobs we started get it too and a grace period to stop by
+        # themselves, whole checkpoints and records; what is left is killed. They resume on the next run.
+        stop_processes([job.proc for job in running])
         raise
     if ctx.interactive:
         ctx.echo("")

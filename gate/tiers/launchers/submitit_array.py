@@ -11,11 +11,13 @@ them can be killed and rerun.
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Sequence
 
 from gate.errors import ConfigError
+from gate.signals import exit_reason, stop_processes
 from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, die_with_parent, python_command
 
 KIND = LauncherKind()
@@ -37,9 +39,16 @@ class GateRunJob:
     def __call__(self, overrides: Sequence[str], force: bool = False) -> str:
         command = python_command(overrides, force)
         print("$ " + " ".join(command), flush=True)
-        code = subprocess.call(command, preexec_fn=die_with_parent)
-        if code != 0:
-            raise RuntimeError(f"gate-run exited with code {code}")
+        proc = subprocess.Popen(command, preexec_fn=die_with_parent)
+        try:
+            code = proc.wait()
+        except BaseException:  # submitit requeues (SIGUSR2) or the task is stopped: gate-run stops at a safe point
+            stop_processes([proc], signal.SIGTERM)
+            raise
+        if code != 0:  # stopped by a signal (exit 128 + n) is not done: the job fails, a rerun resumes it
+            why = exit_reason(code)
+            raise RuntimeError(f"gate-run exited with code {code}" + (f" ({why}; rerun to resume it from its last "
+                                                                      f"checkpoint)" if why else ""))
         return "done"
 
     def checkpoint(self, *args, **kwargs):
