@@ -92,7 +92,7 @@ def real(args) -> None:
     print("| features | rows | width | rank | n − C | marked | sfda | sfda shuffled | h_score | h_score shuffled |")
     print("|---|---:|---:|---:|---:|---|---:|---:|---:|---:|")
     for path in sorted(glob.glob(args.features)):
-        cached = torch.load(path, map_location="cpu", weights_only=False)
+        cached = torch.load(path, map_location="cpu", weights_only=True)  # data only, as gate-score reads it
         name = "/".join(path.split("/")[-3:-1])
         for n in args.rows:
             f, y = cached["features"][:n].double(), cached["labels"][:n]
