@@ -28,6 +28,7 @@ from typing import Any
 from .errors import GateError
 from .files import file_kind, open_regular, writing
 from .parallel import LAYOUT_KEYS
+from .settings import yaml_defaults
 
 KINDS = ("finetune", "score")
 
@@ -56,9 +57,10 @@ RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
     # composed so that encoder and dataset configs compose as in gate-run.
     "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size", "adapter", "recipe"),
 }
-# Keys added after stores already held experiments: at their default they are left out of the identity, so an
-# experiment id computed before the key existed is the one computed after; any other value is part of it.
-DEFAULT_ONLY_IF_SET: dict[str, Any] = {"evaluate_test": True}
+# Keys added after stores already held experiments: at their default (read from conf/run.yaml, where it is stated
+# once) they are left out of the identity, so an experiment id computed before the key existed is the one computed
+# after; any other value is part of it.
+DEFAULT_ONLY_IF_SET: dict[str, Any] = {key: yaml_defaults("run.yaml")[key] for key in ("evaluate_test",)}
 # Keys that vary between the runs that analysis compares or averages: the seed (replicas) and the entrant
 # (the encoder and the recipe that follows its encoder.architecture). What is left is the protocol.
 REPLICA_KEYS = ("seed",)

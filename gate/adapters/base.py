@@ -85,6 +85,25 @@ class Adapter(nn.Module, abc.ABC):
     #: (the safe default) for losses over a whole batch (an episode, in-batch contrastive pairs, a batch Dice):
     #: then the device count enters the experiment id.
     loss_splits_across_devices: bool = False
+    # An adapter declares its own config keys beside its code: ``settings = {key: gate.settings.Setting}`` (every
+    # constructor key a config may set) and optionally ``setting_rules`` (rules across them); gate-run's validation
+    # checks the ``adapter:`` section against them before anything is built (gate.settings.adapter_section).
+
+    @classmethod
+    def check_config(cls, cfg: Mapping[str, Any]) -> list[str]:
+        """This adapter's rules that read other sections of a composed run config (the dataset, ``data.*``), each a
+        clause naming its key. Validation calls it before anything is built, once every section passed its own
+        schema (gate/settings.py); a value another section declares may still be invalid here: read it checked."""
+        return []
+
+    @classmethod
+    def missing_needs(cls, encoder: Any) -> set[str]:
+        """What this adapter needs (:attr:`needs`) that ``encoder`` (an instance or its class) does not provide;
+        empty where its class says what it provides only once built (a property)."""
+        provides = getattr(encoder, "provides", frozenset({"features"}))
+        if not isinstance(provides, (set, frozenset)):
+            return set()
+        return set(cls.needs) - set(provides)
 
     # ------------------------------------------------------------------------------------------ model
     def predict(self, encoder: GATEEncoder, batch: Mapping[str, Any]) -> torch.Tensor:
@@ -163,7 +182,7 @@ class Adapter(nn.Module, abc.ABC):
         if spec.task not in self.tasks:
             raise ValueError(f"adapter {type(self).__name__} serves tasks {sorted(self.tasks)}, but dataset "
                              f"{spec.name!r} is a {spec.task!r} task")
-        missing = set(self.needs) - set(getattr(encoder, "provides", {"features"}))
+        missing = self.missing_needs(encoder)
         if missing:
             raise ValueError(f"adapter {type(self).__name__} needs {sorted(missing)} from the encoder, which "
                              f"encoder {name} does not provide (it provides {sorted(encoder.provides)})")

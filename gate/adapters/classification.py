@@ -15,6 +15,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from ..families import TaskFamily, register_family
+from ..settings import CLASSES, DROPOUT, SMOOTHING, TOP_K
 from .base import Adapter
 
 
@@ -78,6 +79,7 @@ class LinearClassifier(Adapter):
     tasks = frozenset({"classification"})
     loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     monitor = "acc@1"
+    settings = {"num_classes": CLASSES, "dropout": DROPOUT, "label_smoothing": SMOOTHING, "top_k": TOP_K}
 
     def __init__(self, feature_dim: int, num_classes: int, dropout: float = 0.0, label_smoothing: float = 0.0,
                  top_k: tuple[int, ...] = (1, 5), spec=None) -> None:
@@ -146,5 +148,5 @@ class LinearClassifier(Adapter):
 
 register_family(TaskFamily(
     name="classification", targets=frozenset({"class"}), default_targets={"label": "class"},
-    default_adapter="linear_classifier", metrics=("loss", "acc@1", "acc@5"), summary_label="Img Class",
+    default_adapter="linear_classifier", metrics=("loss", "acc@1", "acc@5"), tier_metric="acc@1", summary_label="Img Class",
     renderer="class_grid", transferability=True, closed_label_set=True))

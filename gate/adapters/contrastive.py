@@ -98,6 +98,7 @@ from torchmetrics import Metric, MetricCollection
 
 from ..encoders.base import GATEEncoder
 from ..families import TaskFamily, register_family
+from ..settings import TOP_K, Bool, Int, Setting, show
 from .base import Adapter, in_float32
 
 INIT_TEMPERATURE = 0.07
@@ -438,11 +439,57 @@ class ZeroShotContrastive(Adapter):
     tasks = frozenset({"zero_shot"})
     needs = frozenset({"features"})
     monitor = "img2txt_acc@1"
+    settings = {
+        "embed_dim": Int(1, meaning="width of the shared embedding space"),
+        "freeze_text_tower": Bool(meaning="freeze the text tower's body (its projection always trains)"),
+        "text_tower": Setting("section", meaning="the text encoder (built by Hydra)"),
+        "top_k": TOP_K,
+        "retrieval_candidates": Int(2, meaning="rows each query is ranked among in evaluation"),
+    }
     # Captions name left/right relations: a horizontal flip would make them wrong.
     augment_inputs = False
     # Evaluation batches hold the split's rows in order (a repeated row at the end of a split: see ``row``), so the
     # validation picture can show each row's raw caption (gate.engine.training.visuals).
     eval_rows_in_order = True
+
+    @classmethod
+    def check_config(cls, cfg: Mapping[str, Any]) -> list[str]:
+        """acc@k is meaningful only with more than k candidates and 1 among the ks (val img2txt_acc@1 ranks
+        checkpoints); a Winoground-style example's two rows must share a candidate group (an even group size); a
+        one-pair batch has nothing to contrast (its loss is 0); a one-row evaluation split is always a hit. An
+        evaluation batch smaller than a candidate group is only warned about (each batch holds one whole group)."""
+        adapter, data, dataset = (cfg.get(k) if isinstance(cfg.get(k), Mapping) else {}
+                                  for k in ("adapter", "data", "dataset"))
+        problems = []
+        top_k = adapter.get("top_k")
+        if TOP_K.valid(top_k) and 1 not in top_k:
+            problems.append(f"adapter.top_k={show(top_k)} is invalid: expected a list of ks >= 1 that includes 1 (val "
+                            f"img2txt_acc@1 ranks checkpoints)")
+        most = max(top_k) if TOP_K.valid(top_k) else 1
+        candidates = adapter.get("retrieval_candidates")
+        candidates = candidates if cls.settings["retrieval_candidates"].valid(candidates) else None
+        if candidates is not None and candidates <= most:
+            problems.append(f"adapter.retrieval_candidates={candidates} is invalid: acc@{most} needs more than {most} "
+                            f"candidates (every query would be a hit); GATE ranks among {DEFAULT_RETRIEVAL_CANDIDATES}")
+        targets = dataset.get("targets")
+        if candidates is not None and candidates % 2 and isinstance(targets, Mapping) and \
+                "contrast_pair" in targets.values():
+            problems.append(f"adapter.retrieval_candidates={candidates} is invalid: dataset {dataset.get('name', '?')} "
+                            f"holds pairs of rows (a contrast_pair target): use an even number, e.g. 64")
+        one = Int(1, high=1)
+        if one.valid(data.get("batch_size")):
+            problems.append("data.batch_size=1 is invalid: a contrastive batch needs >= 2 image-caption pairs (one pair "
+                            "has no negative: its loss is 0 and nothing is learnt)")
+        for split in ("val", "test"):
+            if one.valid(data.get(f"max_{split}_samples")):
+                problems.append(f"data.max_{split}_samples=1 is invalid: retrieval needs >= 2 rows (one candidate is "
+                                f"always a hit)")
+        evaluation = data.get("eval_batch_size") or data.get("batch_size")
+        if candidates is not None and Int(1).valid(evaluation) and evaluation < candidates:
+            warnings.warn(f"data.eval_batch_size={evaluation} is smaller than adapter.retrieval_candidates="
+                          f"{candidates}: each evaluation batch holds one whole candidate group of {candidates} rows",
+                          stacklevel=3)
+        return problems
 
     def __init__(self, feature_dim: int, text_tower: GATEEncoder, spec=None, embed_dim: int = 256,
                  freeze_text_tower: bool = True, top_k: Sequence[int] = (1, 5),
@@ -608,4 +655,4 @@ register_family(TaskFamily(
     has_classes=False, default_adapter="zero_shot_contrastive",
     metrics=("loss", "img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1", "txt2img_acc@5", "winoground_text",
              "winoground_image", "winoground_group"),
-    summary_label="Img to Txt ZS", renderer="retrieval"))
+    tier_metric="img2txt_acc@1", summary_label="Img to Txt ZS", renderer="retrieval"))

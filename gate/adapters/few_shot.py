@@ -51,6 +51,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torchmetrics import Metric, MetricCollection
 
 from ..families import TaskFamily, register_family
+from ..settings import Bool, Int, ordered
 from .base import Adapter, in_float32
 
 
@@ -233,6 +234,15 @@ class ProtoNet(Adapter):
     tasks = frozenset({"few_shot"})
     needs = frozenset({"features"})
     monitor = "acc@1"
+    settings = {
+        "projection_dim": Int(1, nullable=True, null_means="no projection"),
+        "min_ways": Int(2), "max_ways": Int(2), "min_shots": Int(1), "max_shots": Int(1),
+        "queries_per_class": Int(1), "train_episodes": Int(1), "val_episodes": Int(1), "test_episodes": Int(1),
+        "eval_seed": Int(0),
+        "max_support": Int(1, nullable=True, null_means="the dataset's options.episodes, else no cap"),
+        "adaptive_queries": Bool(nullable=True, null_means="the dataset's options.episodes, else false"),
+    }
+    setting_rules = (ordered("min_ways", "max_ways"), ordered("min_shots", "max_shots"))
     batch_unit = "episode"
     batch_key = None  # an episode's size comes from its ways and shots
 
@@ -340,5 +350,5 @@ class ProtoNet(Adapter):
 
 register_family(TaskFamily(
     name="few_shot", targets=frozenset({"class"}), default_targets={"label": "class"}, default_adapter="protonet",
-    metrics=("loss", "acc@1", "acc@1_ci95"), summary_label="Few-Shot Img Class", renderer="episode_grid",
+    metrics=("loss", "acc@1", "acc@1_ci95"), tier_metric="acc@1", summary_label="Few-Shot Img Class", renderer="episode_grid",
     caps_whole_classes=True))

@@ -42,6 +42,7 @@ from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecis
 from torchmetrics.utilities import dim_zero_cat
 
 from ..families import TaskFamily, register_family
+from ..settings import CLASSES, DROPOUT, Bool
 from .base import Adapter
 
 
@@ -199,6 +200,7 @@ class MultilabelClassifier(Adapter):
     loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     needs = frozenset({"features"})
     monitor = "auc_macro"
+    settings = {"num_classes": CLASSES, "dropout": DROPOUT, "per_class": Bool(meaning="record each class's AUC, AP and Brier score")}
 
     def __init__(self, feature_dim: int, num_classes: int, spec=None, dropout: float = 0.0,
                  per_class: bool = True) -> None:
@@ -295,7 +297,7 @@ def check_multi_hot(spec, split_name: str, split, column: str) -> np.ndarray:
 
 register_family(TaskFamily(
     name="multilabel", targets=frozenset({"multi_hot"}), default_adapter="multilabel_classifier",
-    metrics=("loss", "auc_macro", "aps_macro", "brier_macro", "auc_classes", "auc", "aps", "brier"),
+    metrics=("loss", "auc_macro", "aps_macro", "brier_macro", "auc_classes", "auc", "aps", "brier"), tier_metric="auc_macro",
     summary_label="Medical Class", renderer="multilabel_grid",
     # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
     min_eval_examples=2, min_eval_reason="a class enters auc_macro only with a positive and a negative example"))

@@ -43,6 +43,7 @@ from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 
 from ..families import TaskFamily, register_family
+from ..settings import DROPOUT, POSITIVE, Int, divisible
 from .base import Adapter
 
 WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
@@ -131,6 +132,9 @@ class RelationalReasoner(Adapter):
     loss_splits_across_devices = True  # a mean over examples (gate.engine.training.distributed)
     needs = frozenset({"tokens"})
     monitor = "acc@1"
+    settings = {"width": Int(1), "depth": Int(1), "heads": Int(1), "mlp_ratio": POSITIVE, "dropout": DROPOUT,
+                "vocab_buckets": Int(2), "max_question_tokens": Int(1)}
+    setting_rules = (divisible("width", "heads"),)
     # Questions name left/right relations: a horizontal flip would make the answers wrong.
     augment_inputs = False
 
@@ -256,5 +260,5 @@ def column_value(column: str, value: Any) -> str:
 
 register_family(TaskFamily(
     name="relational", targets=frozenset({"answer", "answer_type"}), has_classes=False,
-    default_adapter="relational", metrics=("loss", "acc@1"), summary_label="Img Relational",
+    default_adapter="relational", metrics=("loss", "acc@1"), tier_metric="acc@1", summary_label="Img Relational",
     renderer="question_answer"))

@@ -51,6 +51,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassJaccardIndex
 
 from ..families import TaskFamily, register_family
+from ..settings import CLASSES, DROPOUT, LOSS_WEIGHT, POSITIVE, Bool, Float, Int, divisible, some_positive
 from .base import Adapter
 from .multilabel import metric_key
 
@@ -141,6 +142,21 @@ class SegmentationAdapter(Adapter):
     tasks = frozenset({"segmentation"})
     needs = frozenset({"levels"})
     monitor = "miou"
+    settings = {
+        "num_classes": CLASSES,
+        "grid_size": Int(1, meaning="the decoder's output grid (cells per side)"),
+        "hidden_dim": Int(1),
+        "depth": Int(0, meaning="transformer blocks over the grid (0: none, the decoder's documented identity)"),
+        "num_heads": Int(1),
+        "mlp_ratio": POSITIVE,
+        "dropout": DROPOUT,
+        "ce_weight": LOSS_WEIGHT,
+        "focal_weight": LOSS_WEIGHT,
+        "dice_weight": LOSS_WEIGHT,
+        "focal_gamma": Float(0.0, meaning="the focal loss's focusing exponent"),
+        "ignore_index": Int(nullable=True, null_means="the dataset's"),
+    }
+    setting_rules = (divisible("hidden_dim", "num_heads"), some_positive("ce_weight", "focal_weight", "dice_weight"))
     #: Spatial targets: a random flip of the image alone would misalign it with its mask.
     augment_inputs = False
 
@@ -339,6 +355,7 @@ class MedicalSegmentationAdapter(SegmentationAdapter):
     test split, ``dice/<structure>`` is made only for the structures it holds (one warning names the others)."""
 
     monitor = "dice"
+    settings = {**SegmentationAdapter.settings, "include_background": Bool(meaning="score the background class too")}
 
     def __init__(self, level_dims: list[int], num_classes: int, spec=None, grid_size: int = 16,
                  hidden_dim: int = 128, depth: int = 2, num_heads: int = 4, mlp_ratio: float = 2.0,
@@ -412,5 +429,5 @@ class MedicalSegmentationAdapter(SegmentationAdapter):
 
 register_family(TaskFamily(
     name="segmentation", targets=frozenset({"mask"}), optional_targets=frozenset({"volume"}),
-    default_adapter="segmentation", metrics=("loss", "miou", "mean_acc", "overall_acc", "dice"),
+    default_adapter="segmentation", metrics=("loss", "miou", "mean_acc", "overall_acc", "dice"), tier_metric="miou",
     summary_label="Img Seg", renderer="mask_triptych"))

@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
 from ..families import TaskFamily, register_family
+from ..settings import CLASSES, DROPOUT, POSITIVE, SMOOTHING, TOP_K, Bool, Choice, Int, divisible
 from .base import Adapter
 from .classification import accuracy_metrics, defined_top_k
 
@@ -51,7 +52,7 @@ POOLS = ("mean", "cls")
 def declared_frames(spec) -> int:
     """The frames per clip a video dataset declares (``options.frames``), with a clear error when absent."""
     frames = (spec.options or {}).get("frames") if spec is not None else None
-    if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
+    if not Int(1).valid(frames):
         name = spec.name if spec is not None else "?"
         raise ValueError(f"dataset {name!r}: options.frames={frames!r} is invalid: a video dataset declares its "
                          f"frames per clip as an integer >= 1 (options: {{frames: 8}})")
@@ -79,6 +80,13 @@ class TemporalAdapter(Adapter):
     """Per-frame encoding + frame-position embeddings + a small transformer + a head on the clip embedding."""
 
     needs = frozenset({"features"})
+    settings = {
+        "width": Int(1), "depth": Int(1), "heads": Int(1), "mlp_ratio": POSITIVE, "dropout": DROPOUT,
+        "pool": Choice("mean", "cls"),
+        "clips_per_batch": Int(1, nullable=True, null_means="data.batch_size"),
+        "eval_clips_per_batch": Int(1, nullable=True, null_means="data.eval_batch_size"),
+    }
+    setting_rules = (divisible("width", "heads"),)
     augment_inputs = False
     batch_unit = "clip"
     batch_key = "adapter.clips_per_batch"
@@ -198,6 +206,7 @@ class TemporalClassifier(TemporalAdapter):
 
     tasks = frozenset({"temporal_classification"})
     monitor = "acc@1"
+    settings = {**TemporalAdapter.settings, "num_classes": CLASSES, "label_smoothing": SMOOTHING, "top_k": TOP_K}
 
     def __init__(self, feature_dim: int, spec, num_classes: int, label_smoothing: float = 0.0,
                  top_k: tuple[int, ...] = (1, 5), **head: Any) -> None:
@@ -236,6 +245,7 @@ class TemporalRegressor(TemporalAdapter):
 
     tasks = frozenset({"temporal_regression"})
     monitor = "mae"
+    settings = {**TemporalAdapter.settings, "standardize": Bool(meaning="train on standardised targets")}
 
     def __init__(self, feature_dim: int, spec, standardize: bool = True, **head: Any) -> None:
         super().__init__(feature_dim, spec, outputs=1, **head)
@@ -292,8 +302,9 @@ class TemporalRegressor(TemporalAdapter):
 
 register_family(TaskFamily(
     name="temporal_classification", targets=frozenset({"clip_label"}), default_adapter="temporal_classifier",
-    metrics=("loss", "acc@1", "acc@5"), summary_label="Video Class", renderer="clip_label", closed_label_set=True))
+    metrics=("loss", "acc@1", "acc@5"), tier_metric="acc@1", summary_label="Video Class", renderer="clip_label",
+    closed_label_set=True))
 register_family(TaskFamily(
     name="temporal_regression", targets=frozenset({"clip_value"}), has_classes=False,
-    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse", "r2"), summary_label="Video Reg",
+    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse", "r2"), tier_metric="r2", summary_label="Video Reg",
     renderer="clip_value"))

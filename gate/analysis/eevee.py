@@ -57,7 +57,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-MISSING_POLICIES = ("mask", "drop_encoders")
+from ..settings import EEVEE, check
+
+MISSING_POLICIES = EEVEE.settings["missing"].choices  # mask | drop_encoders
 
 
 @dataclasses.dataclass
@@ -82,25 +84,9 @@ class EeveeConfig:
     def __post_init__(self) -> None:
         if self.missing not in MISSING_POLICIES:
             raise ValueError(f"missing must be one of {MISSING_POLICIES}, got {self.missing!r}")
-        # Every number checked for type, finiteness and range, all problems in one line: lr=nan once trained every
-        # meta-model on NaN and still named a "best subset".
-        problems = []
-        for name, low in (("hidden", 1), ("epochs", 1), ("n_splits", 1), ("population", 1), ("keep", 1),
-                          ("children", 1), ("chunk", 1), ("generations", 0), ("seed", 0)):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                problems.append(f"{name}={value!r} is invalid: expected an integer >= {low}")
-        for name in ("workers", "threads"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
-                problems.append(f"{name}={value!r} is invalid: expected an integer >= 1 or null")
-        for name, ok, what in (("lr", lambda v: v > 0, "a finite number > 0"),
-                               ("weight_decay", lambda v: v >= 0, "a finite number >= 0"),
-                               ("val_fraction", lambda v: 0 < v < 1, "a fraction, 0 < val_fraction < 1")):
-            value = getattr(self, name)
-            if (isinstance(value, bool) or not isinstance(value, (int, float, np.number)) or not math.isfinite(value)
-                    or not ok(value)):
-                problems.append(f"{name}={value!r} is invalid: expected {what}")
+        # Every number checked for type, finiteness and range (gate.settings.EEVEE), all problems in one line: lr=nan
+        # once trained every meta-model on NaN and still named a "best subset".
+        problems = check({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, EEVEE)
         if problems:
             raise ValueError("; ".join(problems))
 

@@ -84,7 +84,7 @@ def compose_dataset(overrides: Sequence[str], action: str) -> DictConfig:
     if len(names) != 1:
         raise ConfigError(f"gate-data {action} needs one dataset=<key>; known: {', '.join(dataset_keys())}")
     cfg = compose(overrides)
-    if not isinstance(cfg.get("force", False), bool):
+    if not isinstance(cfg.get("force"), bool):  # conf/data.yaml states it
         raise ConfigError(f"force={cfg.get('force')!r} must be true or false")
     return cfg
 

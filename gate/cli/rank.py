@@ -30,24 +30,7 @@ def check(plain: dict[str, Any]) -> None:
     """The request's own problems (budget, pool, scores, ...), before the tier is expanded."""
     from gate.ranking.pipeline import check_request
 
-    problems = []
-    enc = plain.get("encoders")
-    if not isinstance(enc, list) or not all(isinstance(e, str) and e for e in enc):
-        raise ConfigError(f"encoders={enc!r} is invalid: expected encoder names (encoder=a,b,c)")
-    for key in ("scores", "baseline_scores", "overrides"):
-        if not isinstance(plain.get(key), list):
-            problems.append(f"{key}={plain.get(key)!r} is invalid: expected a list")
-    seed = plain.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        problems.append(f"seed={seed!r} is invalid: expected an integer >= 0 or null (the tier's first)")
-    for key in ("use_full_runs", "validate", "proxy_without_scores", "report"):
-        if not isinstance(plain.get(key), bool):
-            problems.append(f"{key}={plain.get(key)!r} is invalid: expected true or false")
-    if problems:
-        raise ConfigError("; ".join(problems))
-    check_request(plain["budget"], enc, plain["eta"], plain["scores"], plain["baseline_scores"],
-                  plain["overhead_steps"], plain["n_boot"], plain["proxy_benchmarks"], plain["max_rungs"], plain["run_fraction"],
-                  plain["cost_probe_steps"])
+    check_request(plain)
 
 
 def print_result(result, plan, request, files: dict[str, Path], report: Path | None) -> None:

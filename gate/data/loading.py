@@ -38,7 +38,7 @@ def uses_cuda(trainer_cfg: Mapping[str, Any]) -> bool:
     """Whether a run with these trainer settings trains on CUDA (Lightning's ``auto`` picks a visible GPU)."""
     import torch
 
-    accelerator = str(trainer_cfg.get("accelerator", "auto"))
+    accelerator = str(trainer_cfg["accelerator"])  # conf/trainer/default.yaml states it
     return accelerator in ("auto", "gpu", "cuda") and torch.cuda.is_available()
 
 

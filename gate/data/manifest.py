@@ -96,36 +96,32 @@ def source_fingerprint(raw: Mapping[str, datasets.Dataset], revision: str | None
     return {"splits": splits, "revision": revision, "hash": _digest(parts)[:32]}
 
 
-def by_class_counts(value: Any) -> dict[str, int]:
-    """``splits.by_class`` checked: ``{train: n, val: n, test: n}``, every count an integer >= 1."""
-    if not isinstance(value, Mapping) or sorted(value) != sorted(SPLITS) or not all(
-            isinstance(value[s], int) and not isinstance(value[s], bool) and value[s] >= 1 for s in SPLITS):
-        raise ConfigError(f"dataset.splits.by_class must give the number of classes of each split, "
-                          f"{{train: n, val: n, test: n}} with n >= 1; got {value!r}")
-    return {s: int(value[s]) for s in SPLITS}
-
-
 def recipe_of(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: str | None = None) -> dict[str, Any]:
     """The split recipe (what the manifest's file name hashes): seed, fractions, stratify and group columns,
     the roles of source splits (``{validation: test}``) and, for a class carve, ``by_class`` (class counts per
-    split) with ``class_order`` (how classes are ranked before the carve)."""
-    cfg = dict(split_cfg or {})
-    recipe = {"seed": int(cfg.get("seed", 0)), "val_fraction": float(cfg.get("val_fraction", 0.1)),
-              "test_fraction": float(cfg.get("test_fraction", 0.2)), "stratify": stratify,
-              "group": group if group is not None else cfg.get("group_column"),
-              "roles": dict(cfg.get("roles") or {})}
-    if cfg.get("by_class") is not None:  # only then: every other recipe (and its file name) stays as it was
+    split) with ``class_order`` (how classes are ranked before the carve). What ``split_cfg`` (a dataset's
+    ``splits:``) leaves out comes from conf/dataset_defaults/splits.yaml; it is checked against
+    :data:`gate.settings.SPLIT_RECIPE`."""
+    from ..settings import SPLIT_RECIPE, check, yaml_defaults
+
+    given = {k: v for k, v in dict(split_cfg or {}).items() if v is not None}
+    problems = check(given, SPLIT_RECIPE, "dataset.splits")
+    if problems:
+        raise ConfigError("; ".join(problems))
+    cfg = {**yaml_defaults(SPLIT_RECIPE), **given}
+    recipe = {"seed": int(cfg["seed"]), "val_fraction": float(cfg["val_fraction"]),
+              "test_fraction": float(cfg["test_fraction"]), "stratify": stratify,
+              "group": group if group is not None else cfg["group_column"],
+              "roles": dict(cfg["roles"] or {})}
+    if cfg["by_class"] is not None:  # only then: every other recipe (and its file name) stays as it was
         if not stratify:
             raise ConfigError("dataset.splits.by_class carves splits by class, but the dataset declares no class "
                               "target to carve by")
-        recipe["by_class"] = by_class_counts(cfg["by_class"])
+        recipe["by_class"] = {s: int(cfg["by_class"][s]) for s in SPLITS}
         recipe["class_order"] = "sorted"
     bad = {k: v for k, v in recipe["roles"].items() if v not in SPLITS}
     if bad:
         raise ConfigError(f"dataset.splits.roles maps source splits to {bad}; valid roles: {list(SPLITS)}")
-    for key in ("val_fraction", "test_fraction"):
-        if not 0.0 < recipe[key] < 1.0:
-            raise ConfigError(f"dataset.splits.{key} must be in (0, 1), got {recipe[key]}")
     return recipe
 
 

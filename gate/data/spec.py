@@ -7,7 +7,6 @@ column. A dataset says which columns hold targets and of which kind; the task ad
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,8 @@ class DatasetSpec:
     modality: str
     task: str
     num_classes: int
-    metrics: tuple[str, ...] = ("acc@1",)
-    tier_metric: str = "acc@1"
+    metrics: tuple[str, ...] = ()   # default: (tier_metric,)
+    tier_metric: str = ""           # default: its task family's (gate.families.TaskFamily.tier_metric)
     paper_group: str = ""
     class_names: tuple[str, ...] = ()
     input_column: str = ""
@@ -57,53 +56,20 @@ class DatasetSpec:
     def __post_init__(self) -> None:
         from ..families import family as family_of
 
-        try:
-            fam = family_of(self.task)
-        except ValueError as err:
-            raise ValueError(f"dataset {self.name!r}: {err}") from None
-        if self.num_classes < 2 and fam.has_classes:
-            raise ValueError(f"dataset {self.name!r} declares {self.num_classes} classes; a {self.task} "
-                             f"task needs at least 2")
+        problems = family_problems(self.name, self.task, self.num_classes, self.targets, self.heads)
+        if problems:
+            raise ValueError("; ".join(problems))
+        fam = family_of(self.task)
         if not self.input_column:
             object.__setattr__(self, "input_column", self.modality)
         if not self.paper_group:
             object.__setattr__(self, "paper_group", fam.summary_label)
-        targets = dict(self.targets) or dict(fam.default_targets)
-        unknown = {c: k for c, k in targets.items() if k not in TARGET_KINDS}
-        if unknown:
-            raise ValueError(f"dataset {self.name!r}: unknown target kind(s) {unknown}; known: {sorted(TARGET_KINDS)}")
-        missing = fam.targets - set(targets.values())
-        if missing:
-            raise ValueError(f"dataset {self.name!r}: a {self.task} task needs target(s) of kind {sorted(missing)}; "
-                             f"declare them under targets: (column: kind)")
-        foreign = {c: k for c, k in targets.items() if k not in fam.target_kinds}
-        if foreign:
-            raise ValueError(f"dataset {self.name!r}: a {self.task} task reads no target(s) {foreign}; its kinds are "
-                             f"{sorted(fam.target_kinds)}")
-        object.__setattr__(self, "targets", targets)
-        object.__setattr__(self, "heads", self._checked_heads())
+        if not self.tier_metric:
+            object.__setattr__(self, "tier_metric", fam.tier_metric)
+        object.__setattr__(self, "metrics", tuple(self.metrics) or (self.tier_metric,))
+        object.__setattr__(self, "targets", dict(self.targets) or dict(fam.default_targets))
+        object.__setattr__(self, "heads", {str(c): n for c, n in dict(self.heads).items()})
         object.__setattr__(self, "options", dict(self.options))
-
-    def _checked_heads(self) -> dict[str, int]:
-        """``heads`` as {column: count}, checked against the targets of kind ``class`` and ``num_classes``."""
-        heads = {str(c): n for c, n in dict(self.heads).items()}
-        classes = [c for c, k in self.targets.items() if k == "class"]
-        if not heads:
-            if len(classes) > 1:
-                raise ValueError(f"dataset {self.name!r} declares {len(classes)} class targets {classes}; declare "
-                                 f"heads: {{column: number of classes}} for them (the first is the primary head)")
-            return {}
-        bad = {c: n for c, n in heads.items() if isinstance(n, bool) or not isinstance(n, int) or n < 2}
-        if bad:
-            raise ValueError(f"dataset {self.name!r}: heads {bad} must be class counts >= 2")
-        if sorted(heads) != sorted(classes):
-            raise ValueError(f"dataset {self.name!r}: heads {list(heads)} must name exactly its targets of kind "
-                             f"'class' ({classes})")
-        primary = next(iter(heads))
-        if heads[primary] != self.num_classes:
-            raise ValueError(f"dataset {self.name!r}: the primary head {primary!r} has {heads[primary]} classes but "
-                             f"num_classes={self.num_classes}; they must agree")
-        return heads
 
     def classes_of(self, column: str) -> int:
         """The number of classes of a label column: its head's count, else ``num_classes``."""
@@ -128,57 +94,114 @@ class DatasetSpec:
         return None
 
 
-#: Keys of dataset configs written before issue 16, refused with the key that replaced them: read silently, the
-#: old spelling would be ignored (a benchmark averaged in no group, a tier run at the wrong image size).
-RENAMED_DATASET_KEYS = {
-    "family": "paper_group (the GATE paper's benchmark group; the task family is dataset.task)",
-    "protocol": "paper_protocol (the paper's image size and batch size for this benchmark)",
-    # issue 24: one declared range per tier metric replaced a scale, bound and turn applied to any metric found
-    **{key: "tier_range ([low, high] of tier_metric, mapped onto 0-1 in tier means; direction from gate/metrics.py)"
-       for key in ("tier_scale", "tier_bound", "tier_turn")},
-}
+def family_problems(name: str, task: Any, num_classes: Any, targets: Any = None, heads: Any = None,
+                    metrics: Any = (), tier_metric: Any = "", class_names: Any = (), where: str = "dataset") -> list[str]:
+    """The rules a dataset's task family sets (gate.families): a registered family; at least 2 classes where its
+    targets are classes; target kinds it reads, the ones it needs among them; heads that name exactly the class
+    targets; and where given, metrics it records and as many class names as classes. Each clause names the
+    dataset."""
+    from ..families import family, family_names
+
+    try:
+        fam = family(task)
+    except ValueError:
+        return [f"{where}.task={task!r} is invalid: expected a registered task family: one of {list(family_names())}"]
+    problems = []
+    if num_classes < 2 and fam.has_classes:
+        problems.append(f"{where}.num_classes={num_classes} is invalid: dataset {name!r} declares {num_classes} classes; "
+                        f"a {task} task needs at least 2")
+    if class_names and len(class_names) != num_classes:
+        problems.append(f"{where}.num_classes={num_classes} is invalid: dataset {name} names {len(class_names)} "
+                        f"classes in {where}.class_names; the two must agree")
+    for key, value in (("metrics", list(metrics or ())), ("tier_metric", tier_metric)):
+        names = [value] if isinstance(value, str) else value
+        # fam.records: a metric of the family's entry that gate/metrics.py registers (so its direction is known)
+        foreign = [m for m in names if m and not fam.records(m)]
+        if foreign:
+            problems.append(f"{where}.{key}={value!r} is invalid: dataset {name} names {foreign}, which a {fam.name} "
+                            f"task never records; valid: {list(fam.metrics)} (with qualifiers such as acc@1/<type>)")
+    targets = dict(targets or {}) or dict(fam.default_targets)
+    unknown = {c: k for c, k in targets.items() if k not in TARGET_KINDS}
+    missing = fam.targets - set(targets.values())
+    foreign_kinds = {c: k for c, k in targets.items() if k not in fam.target_kinds and k in TARGET_KINDS}
+    if unknown:
+        problems.append(f"dataset {name!r}: unknown target kind(s) {unknown}; known: {sorted(TARGET_KINDS)}")
+    if missing:
+        problems.append(f"dataset {name!r}: a {task} task needs target(s) of kind {sorted(missing)}; declare them "
+                        f"under targets: (column: kind)")
+    if foreign_kinds:
+        problems.append(f"dataset {name!r}: a {task} task reads no target(s) {foreign_kinds}; its kinds are "
+                        f"{sorted(fam.target_kinds)}")
+    return problems + _head_problems(name, num_classes, targets, dict(heads or {}))
 
 
-def renamed_key_problems(section: Mapping[str, Any], where: str, renamed: Mapping[str, str]) -> list[str]:
-    """One message per old key of ``section`` (a config section at ``where``) naming the key that replaced it."""
-    return [f"{where}.{old} was renamed: write {where}.{new}" for old, new in renamed.items()
-            if isinstance(section, Mapping) and old in section]
+def _head_problems(name: str, num_classes: int, targets: Mapping[str, str], heads: Mapping[Any, Any]) -> list[str]:
+    """``heads`` ({column: count}) against the targets of kind ``class`` and ``num_classes``."""
+    from ..settings import CLASSES
+
+    classes = [c for c, k in targets.items() if k == "class"]
+    if not heads:
+        return [] if len(classes) <= 1 else [
+            f"dataset {name!r} declares {len(classes)} class targets {classes}; declare heads: {{column: number of "
+            f"classes}} for them (the first is the primary head)"]
+    bad = {c: n for c, n in heads.items() if not CLASSES.valid(n)}
+    if bad:
+        return [f"dataset {name!r}: heads {bad} must be class counts >= 2"]
+    if sorted(map(str, heads)) != sorted(classes):
+        return [f"dataset {name!r}: heads {list(heads)} must name exactly its targets of kind 'class' ({classes})"]
+    primary = next(iter(heads))
+    if heads[primary] != num_classes:
+        return [f"dataset {name!r}: the primary head {primary!r} has {heads[primary]} classes but "
+                f"num_classes={num_classes}; they must agree"]
+    return []
+
+
+def dataset_problems(cfg: Any, where: str = "dataset", *, run: bool = True) -> list[str]:
+    """Every problem of a dataset config section (plain data), each a clause naming its key: the declared schema
+    (:data:`gate.settings.DATASET`: types, ranges, unknown and renamed keys, its splits and paper_protocol blocks, a
+    builder key its ``_target_`` does not take), its ``source:`` block (:func:`gate.data.hub.source_problems`),
+    and the rules of its task family (:func:`family_problems`). The one dataset checker: gate-run's and gate-score's
+    validation, the spec the engine builds and the dataset files analysis reads all go through it. ``run``: also
+    the rule only a run needs, that its metrics are ones its family records (analysis reads other tables too)."""
+    from ..settings import DATASET, Setting, check
+    from .hub import source_problems
+
+    problems = check(cfg, DATASET, where)
+    if not isinstance(cfg, Mapping):
+        return problems
+    source = cfg.get("source")
+    if DATASET.settings["source"].valid(source) and source is not None:
+        problems += [f"{where}.source: {p}" for p in source_problems(source)]
+    ok = {k: v for k, v in cfg.items() if isinstance(DATASET.settings.get(k), Setting) and DATASET.settings[k].valid(v)}
+    if all(k in ok for k in ("task", "num_classes")):
+        problems += family_problems(str(cfg.get("name", "?")), ok["task"], ok["num_classes"], ok.get("targets"),
+                                    ok.get("heads"), ok.get("metrics") if run else (),
+                                    (ok.get("tier_metric") or "") if run else "", ok.get("class_names"), where)
+    return problems
 
 
 def spec_from_config(cfg: Mapping[str, Any]) -> DatasetSpec:
     """The :class:`DatasetSpec` of a dataset config section (plain data: a resolved ``dataset`` section or a
-    dataset YAML as read). The one reader of a dataset config's own keys, for the engine and for analysis."""
-    problems = renamed_key_problems(cfg, "dataset", RENAMED_DATASET_KEYS)
+    dataset YAML as read), checked by :func:`dataset_problems`. The one reader of a dataset config's own keys, for
+    the engine and for analysis."""
+    problems = dataset_problems(cfg, run=False)  # a run's own rules: gate.engine.validate, before the spec is built
     if problems:
         raise ValueError(f"dataset {cfg.get('name', '?')!r}: " + "; ".join(problems))
-    missing = [k for k in ("name", "modality", "task", "num_classes") if cfg.get(k) is None]
-    if missing:
-        raise ValueError(f"dataset {cfg.get('name', '?')!r}: missing {missing} (a dataset config declares name, "
-                         f"modality, task and num_classes)")
-
     tier_range = cfg.get("tier_range")
-    if tier_range is not None:
-        try:
-            low, high = (float(v) for v in tier_range)
-        except (TypeError, ValueError):
-            low = high = math.nan
-        if not (math.isfinite(low) and math.isfinite(high) and low < high):
-            raise ValueError(f"dataset {cfg.get('name', '?')!r}: tier_range={tier_range!r} is invalid: give "
-                             f"[low, high] with finite low < high (the span of tier_metric mapped onto 0-1)")
-        tier_range = (low, high)
     return DatasetSpec(name=str(cfg["name"]), modality=cfg["modality"], task=cfg["task"],
-                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics", ("acc@1",))),
-                       tier_metric=cfg.get("tier_metric", "acc@1"), paper_group=cfg.get("paper_group") or "",
-                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column", ""),
+                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics") or ()),
+                       tier_metric=cfg.get("tier_metric") or "", paper_group=cfg.get("paper_group") or "",
+                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column") or "",
                        targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
                        heads=cfg.get("heads") or {}, options=cfg.get("options") or {},
-                       tier_range=tier_range,
+                       tier_range=None if tier_range is None else (float(tier_range[0]), float(tier_range[1])),
                        notes_vs_gate=" ".join(str(cfg.get("notes_vs_gate") or "").split()))
 
 
 def load_dataset_spec(path: str | Path) -> DatasetSpec:
     """The :class:`DatasetSpec` of a dataset YAML file (``conf/dataset/<name>.yaml`` or a user's own) without
-    composing a whole run: the keys the spec holds, their ``${dataset.*}`` interpolations resolved within the file.
+    composing a whole run, checked like a composed one: its keys, those the spec holds with their ``${dataset.*}``
+    interpolations resolved within the file (the others as written where they point outside it).
     A ValueError naming the file when it is not a dataset config the engine would accept."""
     import yaml
     from omegaconf import OmegaConf
@@ -192,12 +215,16 @@ def load_dataset_spec(path: str | Path) -> DatasetSpec:
     if not OmegaConf.is_dict(doc):
         raise ValueError(f"dataset config {path} must be a mapping of dataset keys")
     root = OmegaConf.create({"dataset": doc})
-    wanted = [f.name for f in dataclasses.fields(DatasetSpec)] + list(RENAMED_DATASET_KEYS)
-    try:
-        plain = {k: OmegaConf.to_container(root.dataset[k], resolve=True) if OmegaConf.is_config(root.dataset[k])
-                 else root.dataset[k] for k in wanted if k in root.dataset}
-    except OmegaConfBaseException as err:
-        raise ValueError(f"dataset config {path}: {' '.join(str(err).split())}") from None
+    wanted = {f.name for f in dataclasses.fields(DatasetSpec)}
+    plain = {}
+    for key in root.dataset:
+        try:
+            node = root.dataset[key]
+            plain[key] = OmegaConf.to_container(node, resolve=True) if OmegaConf.is_config(node) else node
+        except OmegaConfBaseException as err:
+            if key in wanted:  # a key the spec holds must resolve within the file; the others are checked as written
+                raise ValueError(f"dataset config {path}: {' '.join(str(err).split())}") from None
+            plain[key] = OmegaConf.to_container(root.dataset, resolve=False)[key]
     plain.setdefault("name", path.stem)
     try:
         return spec_from_config(plain)

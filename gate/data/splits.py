@@ -84,9 +84,10 @@ def cap_splits(splits: Mapping[str, datasets.Dataset], max_samples: Mapping[str,
     return out
 
 
-def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1, test_fraction: float = 0.2,
+def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float | None = None,
+                test_fraction: float | None = None,
                 max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
-                name: str = "dataset", label_column: str | None = None, split_seed: int = 0,
+                name: str = "dataset", label_column: str | None = None, split_seed: int | None = None,
                 manifest_dir: str | Path | None = None, revision: str | None = None,
                 hash_columns: list[str] | None = None, group_column: str | None = None,
                 roles: Mapping[str, str] | None = None, by_class: Mapping[str, int] | None = None,
@@ -95,7 +96,8 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
 
     Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
     then a missing val split from what remains (``val_fraction``), seeded by ``split_seed`` (not the run
-    ``seed``), stratified by ``label_column`` (or whole groups of ``group_column`` together). With a
+    ``seed``; each None: conf/dataset_defaults/splits.yaml's, through :func:`gate.data.manifest.recipe_of`),
+    stratified by ``label_column`` (or whole groups of ``group_column`` together). With a
     ``manifest_dir`` the split is written there once and reused (see :mod:`gate.data.manifest`).
     ``by_class`` (``{train: n, val: n, test: n}``) carves a one-split few-shot source by class instead
     (:func:`gate.data.manifest.carve_classes`, classes by ``label_column``).
@@ -116,7 +118,7 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
         if present.size != num_classes:
             raise ValueError(f"dataset {name!r} declares num_classes={num_classes}, but its train split holds "
                              f"{present.size} classes; set dataset.num_classes={present.size}")
-    capped = cap_splits(splits, max_samples, run_seed=seed, split_seed=split_seed,
+    capped = cap_splits(splits, max_samples, run_seed=seed, split_seed=recipe["seed"],
                         group_column=cap_group_column or group_column)
     out = datasets.DatasetDict({n: capped[n] for n in ("train", "val", "test")})
     # A number measured on a capped split is shown as such (gate.analysis marks it): the run's facts say how many
@@ -126,10 +128,11 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float = 0.1,
 
 
 def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The make_splits keyword arguments a dataset config's ``splits:`` block and ``source:`` block give."""
+    """The make_splits keyword arguments a dataset config's ``splits:`` block and ``source:`` block give (what it
+    leaves out: None, the recipe's default from conf/dataset_defaults/splits.yaml)."""
     split_cfg = dict(dataset_cfg.get("splits") or {})
     source = dict(dataset_cfg.get("source") or {})
-    return {"val_fraction": split_cfg.get("val_fraction", 0.1), "test_fraction": split_cfg.get("test_fraction", 0.2),
-            "split_seed": int(split_cfg.get("seed", 0)), "group_column": split_cfg.get("group_column"),
+    return {"val_fraction": split_cfg.get("val_fraction"), "test_fraction": split_cfg.get("test_fraction"),
+            "split_seed": split_cfg.get("seed"), "group_column": split_cfg.get("group_column"),
             "roles": split_cfg.get("roles"), "by_class": split_cfg.get("by_class"),
             "revision": source.get("revision")}

@@ -18,7 +18,7 @@ import torch
 from PIL import Image
 from torch import nn
 
-MODALITIES = ("image", "text", "audio", "video")
+from ..settings import MODALITIES  # noqa: F401 - declared with the dataset schema (dataset.modality)
 
 # The batch keys each modality's transform produces; the data module collates them as they are.
 INPUT_KEYS = {"image": ("image",), "video": ("video",), "audio": ("audio",), "text": ("input_ids", "attention_mask")}
@@ -116,9 +116,11 @@ class GATEEncoder(nn.Module, abc.ABC):
                 "level_dims": [int(level.shape[-1]) for level in out.levels or []],
                 "grids": list(out.grids or [])}
 
-    def accepts(self, modality: str) -> bool:
-        """Whether the encoder takes ``modality``; an image encoder takes video frame by frame."""
-        return modality in self.modalities or (modality == "video" and "image" in self.modalities)
+    @classmethod
+    def accepts(cls, modality: str) -> bool:
+        """Whether the encoder (an instance or its class) takes ``modality``; an image encoder takes video frame by
+        frame. The one statement of that rule: validation and tier expansion ask the encoder's class."""
+        return modality in cls.modalities or (modality == "video" and "image" in cls.modalities)
 
     def input_transform(self, modality: str, train: bool) -> Callable[[Any], dict[str, torch.Tensor]]:
         """The transform of one raw input of ``modality``; video clips go through the image transform frame by

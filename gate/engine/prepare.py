@@ -37,7 +37,7 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
 
     ds = cfg.dataset
     source = _plain(cfg, "dataset.source") or {}
-    facts = {"key": ds.name, "group": ds.get("paper_group", ""), "adapter": cfg.adapter.get("name", "?"),
+    facts = {"key": ds.name, "group": ds.get("paper_group") or "", "adapter": cfg.adapter.get("name", "?"),
              "source": hub.source_label(source) if source else "packaged / generated offline",
              "access": source.get("access", "open"), "size": source.get("size", "small"),
              "schema": schema_status(source)}
@@ -108,7 +108,7 @@ def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
     if problems:
         raise ConfigError(f"dataset {cfg.dataset.name!r}: its source block is invalid: {'; '.join(problems)} "
                           f"(the schema: gate/data/hub.py)")
-    force = bool(cfg.get("force", False))
+    force = bool(cfg["force"])  # conf/data.yaml states it
     data_dir = Path(str(cfg.dataset.get("data_dir") or ""))
     if source:
         fetch_or_reuse(cfg.dataset.name, source, data_dir, force, echo)

@@ -57,41 +57,20 @@ class Request:
     cost_probe_steps: int = 0       # > 0: measure each benchmark's cost before splitting the budget over a subset
 
 
-def check_request(budget: Any, encoders: Sequence[str], eta: Any, seed_scores: Sequence[str],
-                  baseline_scores: Sequence[str], overhead_steps: Any, n_boot: Any,
-                  proxy_benchmarks: Any, max_rungs: Any, run_fraction: Any, cost_probe_steps: Any) -> None:
-    """Every problem with the request itself, as one :class:`ConfigError` line."""
-    problems = []
-    if isinstance(cost_probe_steps, bool) or not isinstance(cost_probe_steps, int) or cost_probe_steps < 0:
-        problems.append(f"cost_probe_steps={cost_probe_steps!r} is invalid: expected an integer >= 0 (0: split the "
-                        f"budget by steps, unmeasured)")
-    if run_fraction is not None and (isinstance(run_fraction, bool) or not isinstance(run_fraction, (int, float))
-                                     or not 0 < run_fraction <= 1):
-        problems.append(f"run_fraction={run_fraction!r} is invalid: expected a fraction of a full run's steps, "
-                        f"0 < run_fraction <= 1")
-    if max_rungs is not None and (isinstance(max_rungs, bool) or not isinstance(max_rungs, int) or max_rungs < 1):
-        problems.append(f"max_rungs={max_rungs!r} is invalid: expected null (halve down to two) or an integer >= 1 "
-                        f"(1: every encoder one run, no halving)")
-    pb = proxy_benchmarks
-    if not (pb is None or pb == "auto" or (isinstance(pb, int) and not isinstance(pb, bool) and pb >= 1)
-            or (isinstance(pb, (list, tuple)) and pb and all(isinstance(b, str) and b for b in pb))):
-        problems.append(f"proxy_benchmarks={pb!r} is invalid: expected auto, null (every benchmark), a count >= 1 "
-                        f"(the tier's first ones) or a list of the tier's benchmarks")
-    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or not 0 < float(budget) < 1:
-        problems.append(f"budget={budget!r} is invalid: expected a fraction of the full tier's compute, 0 < budget < 1 "
-                        f"(budget=0.1)")
-    if len(dict.fromkeys(encoders)) < MIN_ENCODERS:
+def check_request(request: Mapping[str, Any]) -> None:
+    """Every problem with the request itself (conf/rank.yaml's settings, declared in :data:`gate.settings.RANK`),
+    then the pool and the score names, as one :class:`ConfigError` line, before the tier is expanded."""
+    from gate.settings import RANK, check
+
+    problems = check(request, RANK)
+    encoders = request.get("encoders")
+    if RANK.settings["encoders"].valid(encoders) and len(dict.fromkeys(encoders)) < MIN_ENCODERS:
         problems.append(f"encoders={list(encoders)!r} is invalid: a ranking needs at least {MIN_ENCODERS} distinct "
                         f"encoders (encoder=a,b,c)")
-    if isinstance(eta, bool) or not isinstance(eta, int) or eta < 2:
-        problems.append(f"eta={eta!r} is invalid: expected an integer >= 2 (the halving factor)")
-    if isinstance(overhead_steps, bool) or not isinstance(overhead_steps, (int, float)) or overhead_steps < 0:
-        problems.append(f"overhead_steps={overhead_steps!r} is invalid: expected a number >= 0")
-    if isinstance(n_boot, bool) or not isinstance(n_boot, int) or n_boot < 0:
-        problems.append(f"n_boot={n_boot!r} is invalid: expected an integer >= 0")
     known = known_scores()
-    for key, names in (("scores", seed_scores), ("baseline_scores", baseline_scores)):
-        bad = [s for s in names if s not in known]
+    for key in ("scores", "baseline_scores"):
+        names = request.get(key)
+        bad = [s for s in names if s not in known] if RANK.settings[key].valid(names) else []
         if bad:
             problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
     if problems:
@@ -193,6 +172,7 @@ class FullResults:
 
 
 def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequence[str]) -> FullResults:
+    from gate.data.spec import spec_from_config
     from gate.metrics import lookup
 
     by_exp: dict[str, list[Mapping[str, Any]]] = {}
@@ -206,7 +186,7 @@ def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Seque
     for exp in plan.experiments:
         if exp.dataset not in benchmarks:
             continue
-        name = str(exp.config["dataset"].get("tier_metric") or "acc@1")
+        name = spec_from_config(exp.config["dataset"]).tier_metric  # the dataset's, else its task family's
         known = lookup(name)
         hib = known.higher_is_better if known is not None else True
         metric[exp.dataset] = (name, hib)

@@ -69,7 +69,7 @@ def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | 
     # "init": features cached before encoders were built seeded came from an unrecorded random initialisation
     # (for a scratch encoder); the marker keeps them from being reused.
     key = {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
-           "seed": int(config.get("seed", 0)), "max_samples": None if max_samples is None else int(max_samples),
+           "seed": int(config["seed"]), "max_samples": None if max_samples is None else int(max_samples),
            "init": "seeded"}
     weights = _weights_stamp(key["encoder"])
     if weights:  # only where local weights are named: every other key (and its cache) is unchanged

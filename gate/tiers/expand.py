@@ -28,6 +28,7 @@ from gate.errors import ConfigError
 from gate.files import regular_file
 from gate.paths import path_part
 from gate.results import ResultsStore, experiment_id, stable_hash
+from gate.settings import TIER_FILE, target_of
 from gate.tiers.spec import IDENTITY_KEYS, Entry, Tier, override_key, parse_tier
 
 
@@ -167,34 +168,21 @@ def searchpath_override(searchpath: Sequence[str]) -> list[str]:
     return ["hydra.searchpath=[" + ",".join(entries) + "]"]
 
 
-def _cls(target: Any) -> type | None:
-    if not isinstance(target, str):
-        return None
-    try:
-        from hydra.utils import get_class
-
-        return get_class(target)
-    except Exception:  # noqa: BLE001 - an unimportable class is reported by validation
-        return None
-
-
 def cannot_take(config: Mapping[str, Any]) -> str | None:
     """Why this encoder cannot take this entry at all (modality, or what the adapter needs), or None.
 
-    Known without building anything: the encoder class's declared ``modalities`` (an image encoder takes video
-    frame by frame; an encoder config with a ``stem`` is assumed to take what its stem takes) and the adapter
-    class's ``needs`` against the encoder class's ``provides`` where the class declares them."""
+    Known without building anything: the encoder class's declared ``modalities`` (its ``accepts``; an encoder
+    config with a ``stem`` is assumed to take what its stem takes) and the adapter class's ``needs`` against what
+    the encoder class declares it provides (its ``missing_needs``)."""
     enc, ds, ad = config.get("encoder") or {}, config.get("dataset") or {}, config.get("adapter") or {}
-    ecls, acls = _cls(enc.get("_target_")), _cls(ad.get("_target_"))
+    ecls, acls = target_of(enc), target_of(ad)
     modality = ds.get("modality")
-    takes = getattr(ecls, "modalities", None)
-    if isinstance(takes, frozenset) and takes and modality and not enc.get("stem"):
-        if modality not in takes and not (modality == "video" and "image" in takes):
-            return f"{modality} dataset, the encoder takes {sorted(takes)} (no stem)"
-    provides = getattr(ecls, "provides", None)
-    needs = getattr(acls, "needs", None)
-    if isinstance(provides, frozenset) and isinstance(needs, frozenset) and not needs <= provides:
-        return f"adapter {ad.get('name')} needs {sorted(needs - provides)}, which the encoder does not provide"
+    if getattr(ecls, "modalities", None) and hasattr(ecls, "accepts") and modality and not enc.get("stem") \
+            and not ecls.accepts(modality):
+        return f"{modality} dataset, the encoder takes {sorted(ecls.modalities)} (no stem)"
+    missing = acls.missing_needs(ecls) if ecls is not None and hasattr(acls, "missing_needs") else set()
+    if missing:
+        return f"adapter {ad.get('name')} needs {sorted(missing)}, which the encoder does not provide"
     return None
 
 
@@ -210,7 +198,7 @@ def paper_protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
     out = []
     if paper.get("image_size") is not None:
         out.append(f"image_size={paper['image_size']}")
-    cls = _cls(adapter.get("_target_"))
+    cls = target_of(adapter)
     key = getattr(cls, "batch_key", None)
     if paper.get("batch_size") is not None and key and \
             paper.get("batch_unit", "example") == getattr(cls, "batch_unit", None):
@@ -246,8 +234,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         problems.append("encoders=[] is invalid: name at least one encoder (encoder=a or encoder=a,b)")
     problems += [f"overrides=[{o}] is invalid: {IDENTITY_KEYS[override_key(o)]}, not by overrides"
                  for o in overrides if override_key(o) in IDENTITY_KEYS]
-    bad_seeds = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
-    if not seeds or bad_seeds:
+    if not TIER_FILE.settings["seeds"].valid(list(seeds)):
         problems.append(f"seeds={list(seeds)} is invalid: expected a non-empty list of integers >= 0")
     if problems:
         raise ConfigError(f"tier {tier.name}: " + "; ".join(problems))
@@ -303,7 +290,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                         problems.append(f"{where}: the overrides compose dataset {config['dataset']['name']} under "
                                         f"the entry {entry.dataset}: {IDENTITY_KEYS['dataset']}")
                         continue
-                    if config.get("evaluate_test", True) is False:  # a tier compares test results: it needs them
+                    if config.get("evaluate_test") is False:  # a tier compares test results: it needs them
                         problems.append(f"{where}: evaluate_test=false is invalid in a tier (its results are compared "
                                         f"on the test split); leave it at true")
                         continue

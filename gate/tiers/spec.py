@@ -30,7 +30,7 @@ from gate.errors import ConfigError
 ENTRY_KEYS = ("dataset", "adapter", "overrides", "note")
 #: Keys of older tier files, refused with the new name (a silently ignored key would run another protocol).
 RENAMED_TIER_KEYS = {"use_protocol": "use_paper_protocol"}
-TIER_KEYS = ("name", "seeds", "score", "use_paper_protocol", "overrides", "score_overrides", "benchmarks", "notes")
+# The keys of the file itself (their types, and use_protocol's new name) are declared in gate.settings.TIER_FILE.
 #: Keys that say which experiment a run is (its label in the plan and every summary): set in one place each, never
 #: by overrides, which gate-tier puts before its own ``encoder=``/``seed=`` (dropped) or after an entry's
 #: ``dataset=`` (a digits entry would record another dataset). Key → where it is set instead.
@@ -107,36 +107,28 @@ def parse_tier(doc: Any, source: str) -> Tier:
     """A :class:`Tier` from a tier file's content; every problem is reported together."""
     if not isinstance(doc, Mapping):
         raise ConfigError(f"tier {source}: expected a mapping with name, seeds and benchmarks, got {type(doc).__name__}")
-    problems: list[str] = []
+    from gate.settings import TIER_FILE, Str, check
+
     name = str(doc.get("name") or source)
+    problems = check(doc, TIER_FILE)  # the keys a tier file has, their types (gate/settings.py)
     for old, new in RENAMED_TIER_KEYS.items():
         if old in doc:
             problems.append(f"{old} was renamed {new} (a dataset's paper_protocol; 'protocol' is the run settings that "
                             f"decide a number): write {new}: {render_value(doc[old])}")
-    unknown = sorted(set(doc) - set(TIER_KEYS) - set(RENAMED_TIER_KEYS))
-    if unknown:
-        problems.append(f"unknown key(s) {unknown}: a tier has {list(TIER_KEYS)}")
     seeds = doc.get("seeds", [0])
-    if isinstance(seeds, int) and not isinstance(seeds, bool):
-        seeds = [seeds]
-    if (not isinstance(seeds, (list, tuple)) or not seeds
-            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in seeds)):
-        problems.append(f"seeds={seeds!r} is invalid: expected a non-empty list of integers >= 0")
+    seeds = [seeds] if TIER_FILE.settings["seeds"].valid(seeds) and not isinstance(seeds, list) else seeds
+    if not TIER_FILE.settings["seeds"].valid(seeds):
         seeds = [0]
     elif len(set(seeds)) != len(seeds):
         problems.append(f"seeds={seeds!r} is invalid: a seed is listed twice (its experiments would run twice)")
     entries: list[Entry] = []
-    items = doc.get("benchmarks")
-    if not isinstance(items, (list, tuple)) or not items:
-        problems.append(f"benchmarks={items!r} is invalid: expected a non-empty list of dataset keys or "
-                        f"{{dataset: ..., adapter: ..., overrides: {{...}}}} entries")
-        items = []
+    items = doc.get("benchmarks") if TIER_FILE.settings["benchmarks"].valid(doc.get("benchmarks")) else []
     for i, item in enumerate(items):
         where = f"entry {i + 1}"
         if isinstance(item, str):
             entries.append(Entry(item))
             continue
-        if not isinstance(item, Mapping) or not isinstance(item.get("dataset"), str) or not item.get("dataset"):
+        if not Str().valid(item.get("dataset") if isinstance(item, Mapping) else None):
             problems.append(f"{where}: {item!r} is invalid: expected a dataset key or a mapping with a 'dataset' key")
             continue
         extra = sorted(set(item) - set(ENTRY_KEYS))
@@ -158,13 +150,7 @@ def parse_tier(doc: Any, source: str) -> Tier:
         overrides = score_overrides = ()
     problems += identity_override_problems(overrides, "tier overrides")
     problems += identity_override_problems(score_overrides, "tier score_overrides")
-    score = doc.get("score", False)
-    if not isinstance(score, bool):
-        problems.append(f"score={score!r} is invalid: expected true or false")
-    use_paper_protocol = doc.get("use_paper_protocol", False)
-    if not isinstance(use_paper_protocol, bool):
-        problems.append(f"use_paper_protocol={use_paper_protocol!r} is invalid: expected true or false")
     if problems:
         raise ConfigError(f"tier {name}: " + "; ".join(problems))
-    return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(score), overrides, score_overrides,
-                bool(use_paper_protocol))
+    return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(doc.get("score")), overrides,
+                score_overrides, bool(doc.get("use_paper_protocol")))  # absent: false (no scores, the tier's sizes)

@@ -100,7 +100,7 @@ def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callba
     from .visuals import VisualLogger
 
     cfg = dict(cfg or {})
-    count_flops = bool(cfg.get("count_flops", True))
+    count_flops = bool(cfg["count_flops"])  # conf/callbacks/*.yaml state it (validated)
 
     def section(name: str) -> dict[str, Any] | None:
         options = dict(cfg.get(name) or {})

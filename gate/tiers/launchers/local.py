@@ -49,9 +49,9 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
     workers = ctx.options["workers"]  # conf/tier_run.yaml states every launcher default (gate/settings.py)
     slots: list[str | None] = list(ctx.gpus) or [None]
     if workers is not None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ConfigError(f"launcher.workers={workers!r} is invalid: expected an integer >= 1 or null "
-                              f"(one per visible GPU, 1 on the CPU)")
+        problem = LAUNCHER.settings["workers"].problem("launcher.workers", workers)
+        if problem:
+            raise ConfigError(problem)
         slots = [slots[i % len(slots)] for i in range(workers)]
     poll = float(ctx.options["poll_seconds"])
     ctx.log_dir.mkdir(parents=True, exist_ok=True)
