@@ -18,6 +18,7 @@ if _workers > 1:
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, _cores // _workers)))
 
+import sys  # noqa: E402
 import tempfile  # noqa: E402
 
 import pytest  # noqa: E402 - after the environment above, before anything imports the hub libraries
@@ -27,9 +28,18 @@ import pytest  # noqa: E402 - after the environment above, before anything impor
 def _no_process_state_leaks_between_tests():
     """An entry point called in process (``gate_data.main([...])``, ``call_cli``) sends its temp files and caches
     under its output root (``TMPDIR``, ``MPLCONFIGDIR``, ...), as it may in a process of its own: the environment
-    and the temp dir are put back after every test, so no test runs with another's settings."""
+    and the temp dir are put back after every test, so no test runs with another's settings. A task family a test
+    registers (importing tests/toy_family.py registers one) is unregistered after it, so the next test in the same
+    worker sees the packaged families only."""
     env, tempdir = dict(os.environ), tempfile.tempdir
+    registry = sys.modules.get("gate.families")
+    known = set(registry._FAMILIES) if registry is not None else set()  # read without loading the packaged ones
     yield
+    registry = sys.modules.get("gate.families")
+    if registry is not None:
+        packaged = {name for name, _ in registry._entry_points()}
+        for name in set(registry._FAMILIES) - known - packaged:
+            registry.unregister_family(name)
     if dict(os.environ) != env:
         os.environ.clear()
         os.environ.update(env)

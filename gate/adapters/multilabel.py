@@ -41,6 +41,7 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecision
 from torchmetrics.utilities import dim_zero_cat
 
+from ..data.columns import column_values
 from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, Bool
 from .base import Adapter
@@ -272,7 +273,7 @@ def check_multi_hot(spec, split_name: str, split, column: str) -> np.ndarray:
     """The split's (N, C) multi-hot rows; raise a ValueError naming the dataset, split and first bad example when
     a multi-hot column is not a 0/1 vector of length ``spec.num_classes``."""
     where = f"dataset {spec.name!r}: split {split_name!r}"
-    values = split.select_columns([column]).with_format("numpy")[:][column]
+    values = column_values(split, column)
     array = np.asarray(values) if not isinstance(values, list) else None
     rows = array if array is not None and array.dtype != object and array.ndim == 2 else None
     if rows is None:  # ragged rows (lists of different lengths): look at them one by one

@@ -50,6 +50,7 @@ from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassJaccardIndex
 
+from ..data.columns import column_values
 from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, LOSS_WEIGHT, POSITIVE, Bool, Float, Int, divisible, some_positive
 from .base import Adapter
@@ -248,9 +249,8 @@ class SegmentationAdapter(Adapter):
 
 def _chunks(split, column: str, size: int = 512):
     """(start index, numpy values of ``column``) over a HF split, a chunk at a time."""
-    data = split.select_columns([column]).with_format("numpy")
-    for start in range(0, len(data), size):
-        yield start, data[start:start + size][column]
+    for start in range(0, len(split), size):
+        yield start, column_values(split, column, start, start + size)
 
 
 class VolumeSegmentationMetric(Metric):

@@ -21,6 +21,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ..encoders.base import device_transform
+from .columns import arrow_values, numeric_feature
 from .distributed import shard_loader
 from .spec import DatasetSpec
 
@@ -50,7 +51,7 @@ class TransformedSplit(Dataset):
         self.columns = [c for c in dict.fromkeys(wanted) if c in split.column_names]
         self.split = split.with_format("numpy", columns=_numeric_columns(split, wanted), output_all_columns=True)
         # batch fetches: numeric columns straight from Arrow, the others (encoded images, text) as Python values
-        fast = [c for c in self.columns if _numeric_feature(split.features.get(c))]
+        fast = [c for c in self.columns if numeric_feature(split.features.get(c))]
         slow = [c for c in self.columns if c not in fast]
         self._fast = split.select_columns(fast).with_format("arrow") if fast else None
         self._slow = split.select_columns(slow).with_format(None) if slow else None
@@ -78,45 +79,6 @@ class TransformedSplit(Dataset):
         item = dict(self.transform(row[self.input_column]))
         item.update(self.example_targets(row))
         return item
-
-
-def _numeric_feature(feature: Any) -> bool:
-    """Whether a dataset feature is stored as plain numbers (a number, a class id, or nested lists/arrays of them),
-    which Arrow hands over as one array without decoding."""
-    if isinstance(feature, datasets.ClassLabel):
-        return True
-    if isinstance(feature, datasets.Value):
-        return feature.dtype.startswith(("int", "uint", "float", "bool"))
-    if isinstance(feature, (datasets.Array2D, datasets.Array3D, datasets.Array4D, datasets.Array5D)):
-        return str(feature.dtype).startswith(("int", "uint", "float", "bool"))
-    if isinstance(feature, (datasets.List, datasets.LargeList, datasets.Sequence)):
-        return _numeric_feature(feature.feature)
-    return False
-
-
-def arrow_values(column) -> Any:
-    """A column of an Arrow table as per-row values: one numpy array (rows first) where the column is numeric and
-    of one shape (nested fixed-length lists), else the rows' Python values (``to_pylist``)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if isinstance(array.type, pa.ExtensionType):  # datasets' ArrayND: nested lists underneath
-        array = array.storage
-    rows, shape, flat = len(array), [], array
-    while pa.types.is_list(flat.type) or pa.types.is_large_list(flat.type) or pa.types.is_fixed_size_list(flat.type):
-        if flat.null_count:
-            return array.to_pylist()
-        lengths = pc.list_value_length(flat).to_numpy(zero_copy_only=False)
-        if lengths.size and (lengths != lengths[0]).any():
-            return array.to_pylist()  # ragged: each row keeps its own shape
-        shape.append(int(lengths[0]) if lengths.size else 0)
-        flat = pc.list_flatten(flat)
-    if not (pa.types.is_integer(flat.type) or pa.types.is_floating(flat.type) or pa.types.is_boolean(flat.type)) \
-            or flat.null_count:
-        return array.to_pylist()
-    return np.asarray(flat.to_numpy(zero_copy_only=False)).reshape(rows, *shape)
 
 
 class GATEDataModule(L.LightningDataModule):
