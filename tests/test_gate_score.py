@@ -1,9 +1,6 @@
 """gate-score: features once (cached), every applicable score, one record per score."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,7 @@ from gate.scoring.features import extract_features, feature_cache_key, feature_c
 from gate.scoring.stage import _all_done, run_score
 from gate.transferability import SCORES
 
-from helpers import compose_run
+from helpers import call_cli, compose_run
 
 FEATURE_SCORES = {k for k, m in SCORES.items() if m.needs == "features"}
 QUICK = ["dataset=digits", "max_samples=150", "image_size=32", "progress_bar=false"]
@@ -27,11 +24,14 @@ def score_cfg(root, overrides):
 
 
 @pytest.mark.slow
-def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(tmp_path):
-    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "gate.cli.score", "-m", "encoder=efficientnet_lite0,resnet18_scratch",
-           f"paths.root={tmp_path}", *QUICK]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(tmp_path, capsys):
+    # gate-score's main() with this command line in process (Hydra's own multirun), as tests/test_finetune.py runs
+    # gate-run's sweep: an interpreter start costs seconds, and what a real process shows is tested once, for
+    # gate-run (tests/test_finetune.py, tests/test_bad_inputs.py)
+    from gate.cli import score as score_cli
+
+    out = call_cli(score_cli.main, ["-m", "encoder=efficientnet_lite0,resnet18_scratch", f"paths.root={tmp_path}",
+                                    *QUICK], capsys, prog="gate-score")
     assert out.returncode == 0, out.stderr[-3000:]
     records = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     by_encoder = {}

@@ -4,6 +4,7 @@ hub datasets keep their real loading code and fail with a message saying how to 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 from pathlib import Path
@@ -32,7 +33,15 @@ def _image_dataset(images: np.ndarray, labels: np.ndarray, class_names):
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read an IDX file (the MNIST format), gzipped or not."""
+    """Read an IDX file (the MNIST format), gzipped or not, as a read-only array. A process that builds the
+    dataset again (gate-rank's rungs, a sweep in one process) reads an unchanged file once: Fashion-MNIST's
+    gzipped training images take 0.3 s to inflate."""
+    stat = os.stat(path)
+    return _read_idx(os.path.realpath(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_idx(path: str, mtime_ns: int, size: int) -> np.ndarray:
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as fh:
         data = fh.read()

@@ -244,10 +244,11 @@ def compile_unavailable(accelerator: Any) -> str | None:
 
 
 def validate_run_config(cfg: Any) -> dict[str, Any]:
-    """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every
-    problem found."""
+    """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every problem
+    of the run's own settings, else every problem of its adapter, dataset, encoder and their rules across sections."""
     plain = _resolved(cfg)
     problems = check(plain, settings.RUN)
+    _raise_if_any(problems, "gate-run config")  # at once: the checks below import torch (seconds)
     problems += _adapter(plain)  # first: importing the adapter registers a task family of the user's own
     problems += _dataset(plain) + _encoder(plain, recipe=True) + _family_caps(plain) + _layout(plain)
     problems += _compile(plain) + _paths(plain)
