@@ -132,8 +132,7 @@ def _dataset(plain: Mapping[str, Any]) -> list[str]:
 
 
 def _adapters_for(task: str) -> list[str]:
-    """The family's default adapter config, then the other packaged adapter configs (conf/adapter/<name>.yaml)
-    whose class serves ``task``."""
+    """The family's default adapter config, then the other packaged ones (conf/adapter/) whose class serves ``task``."""
     import yaml
     from hydra.utils import get_class
 
@@ -259,12 +258,13 @@ def validate_run_config(cfg: Any) -> dict[str, Any]:
 def validate_score_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``score.yaml``; returns it as plain resolved data."""
     plain = _resolved(cfg)
-    problems = check(plain, settings.SCORE)
+    _raise_if_any(check(plain, settings.SCORE), "gate-score config")  # at once, as gate-run's
+    problems = []
     max_samples, classes = plain.get("max_samples"), _section(plain, "dataset").get("num_classes")
+    of = _section(plain, "dataset").get("name", "the dataset")
     if Int(2).valid(max_samples) and Int(1).valid(classes) and max_samples < 2 * classes:
-        problems.append(f"max_samples={max_samples} is invalid: the scores need at least 2 samples per class: >= "
-                        f"{2 * classes} for the {classes} classes of {_section(plain, 'dataset').get('name', 'the dataset')} "
-                        f"(or null for the whole split)")
+        problems.append(f"max_samples={max_samples} is invalid: the scores need at least 2 samples per class: >= {2 * classes} "
+                        f"for the {classes} classes of {of} (or null for the whole split)")
     metrics = plain.get("metrics")
     if metrics is not None and settings.SCORE.settings["metrics"].valid(metrics):
         from ..transferability import SCORES
