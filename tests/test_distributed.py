@@ -79,8 +79,8 @@ def test_a_strategy_gate_does_not_shard_for_and_a_tiny_global_batch_are_refused(
 
 
 RUN = ["dataset=digits", "image_size=32", "logger=csv", "trainer.max_steps=6", "trainer.val_check_interval=3",
-       "trainer.enable_progress_bar=false", "data.batch_size=32", "data.max_val_samples=null",
-       "data.max_test_samples=null", "callbacks=none", "trainer.accelerator=cpu", "ensembles=[1,2]"]
+       "trainer.enable_progress_bar=false", "data.batch_size=32", "data.max_val_samples=96",
+       "data.max_test_samples=120", "callbacks=none", "trainer.accelerator=cpu", "ensembles=[1,2]"]
 
 
 def _gate_run(root, extra):
@@ -108,7 +108,7 @@ def test_two_cpu_processes_give_one_record_set_with_one_devices_numbers(tmp_path
     assert len({r["attempt"] for r in two}) == 1 and len(two) == len(one)  # one record set, written once
     assert two[0]["facts"]["world_size"] == 2 and two_proc.stdout.count("[gate] experiment") == 1
     values = {(r["split"], r["metric"]): r["value"] for r in one}
-    n_test = 360  # digits' test split (20% of 1797, manifest)
+    n_test = 120  # digits' test split capped (data.max_test_samples)
     for r in two:
         expected = values[(r["split"], r["metric"])]
         # Gradients of the two halves are summed by gloo in another order than one backward pass sums them:

@@ -111,7 +111,7 @@ def test_gate_tier_counts_a_signalled_job_as_failed_and_its_report_names_it(tmp_
     tier = tmp_path / "two.yaml"
     tier.write_text(yaml.safe_dump({
         "name": "two", "seeds": [0, 1], "score": False,
-        "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 6,
+        "overrides": {"logger": "csv", "callbacks": "none", "image_size": 32, "ensembles": [1], "trainer.max_steps": 6,
                       "trainer.val_check_interval": 2, "data.batch_size": 8, "data.max_train_samples": 200,
                       "data.max_val_samples": 60, "data.max_test_samples": 60},
         "benchmarks": ["digits"]}))

@@ -37,7 +37,7 @@ FAMILIES = {
                              "~dataset.builder.cache_dir", "~dataset.builder.seed", "~dataset.builder.train_volumes",
                              "~dataset.builder.val_volumes", "~dataset.builder.test_volumes",
                              "dataset.builder.depth=6"],  # 12 slices: 6 test batches
-    "classification": ["dataset=fashion_mnist", "data.max_train_samples=8", "data.max_test_samples=8"],
+    "classification": ["dataset=digits", "data.max_train_samples=8", "data.max_test_samples=8"],
     "multilabel": ["dataset=fmnist_multilabel", "dataset.builder.train_size=16", "dataset.builder.val_size=4",
                    "dataset.builder.test_size=8"],
     "temporal": ["dataset=fmnist_video", "dataset.options.frames=8", "dataset.builder.train_size=10",

@@ -25,7 +25,9 @@ from helpers import call_cli, compose_run, sigkill_once
 # Two tiny experiments (digits × efficientnet_lite0 × seeds 0 and 1), long enough to be killed mid-run.
 TINY = {
     "name": "tiny", "seeds": [0, 1], "score": False,
-    "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 30,
+    # callbacks=none: no figures, FLOP count or hardware sampling (run-only: the ids stay; tests/test_logging_e2e.py
+    # runs them)
+    "overrides": {"logger": "csv", "callbacks": "none", "image_size": 32, "ensembles": [1], "trainer.max_steps": 30,
                   "trainer.val_check_interval": 10, "data.batch_size": 16, "data.max_train_samples": 200,
                   "data.max_val_samples": 60, "data.max_test_samples": 60},
     "benchmarks": ["digits", {"dataset": "bbc_news", "note": "text: skipped for image encoders"}],
