@@ -1,11 +1,9 @@
 """gate-rank's entry point: bad input is one line and exit 2 before any work (in process), and one real end-to-end
-run of a tiny pool (a subprocess), killed-and-rerun semantics coming from the store."""
+run of a tiny pool (in process), killed-and-rerun semantics coming from the store."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -89,12 +87,15 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps
     (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing.
     Successive halving (max_rungs=null), so the survivors' continuation from their checkpoints is a real one."""
+    from gate.cli import rank
+
     tier = write_tier(tmp_path / "tiny.yaml")
     root = tmp_path / "root"
-    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
-    cmd = [sys.executable, "-m", "gate.cli.rank", f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3",
-           "n_boot=20", "baseline_scores=[]", "max_rungs=null"]
-    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    # gate-rank's main() with this command line, in process (an interpreter start costs seconds; what a signal does
+    # to gate-rank's process is tests/test_faults.py's)
+    args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "n_boot=20", "baseline_scores=[]",
+            "max_rungs=null"]
+    out = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "predicted ranking on tier tiny" in out.stdout and "of 8 steps on val acc@1" in out.stdout
     reports = list((root / "reports").glob("rank-tiny-*"))
@@ -107,10 +108,8 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     later = [r for r in val.values() if r["facts"]["global_step"] == 2]
     assert len(first) == 3 and all(r["facts"]["resumed_from_step"] is None for r in first)
     assert len(later) in (0, 2) and all(r["facts"]["resumed_from_step"] == 1 for r in later)  # survivors continue
-    # the rerun in process (gate-rank's real process is the one above): every run is found stored
-    from gate.cli import rank
-
-    again = call_cli(rank.main, cmd[3:], capsys, prog="gate-rank")
+    # the rerun: every run is found stored
+    again = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert again.returncode == 0 and again.stdout.count("already stored") == len(val), again.stdout[-2000:]
     assert len((root / "results" / "records.jsonl").read_text().splitlines()) == len(records)
 
