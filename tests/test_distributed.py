@@ -121,6 +121,18 @@ def test_two_cpu_processes_give_one_record_set_with_one_devices_numbers(tmp_path
 @pytest.mark.slow
 def test_ddp_with_an_unused_pretrained_head_runs(tmp_path):
     # EfficientNet-Lite keeps its ImageNet head for LEEP; fine-tuning never uses it. Plain DDP stopped with
-    # "parameters that were not used in producing the loss" and then hung.
-    proc, rows = _gate_run(tmp_path, ["trainer.devices=1", "++trainer.strategy=ddp"])
+    # "parameters that were not used in producing the loss" and then hung. One DDP process: in this one, its
+    # process group taken down after it (the two-process launch is the test above).
+    import torch.distributed as dist
+
+    from gate.engine.training.finetune import run_finetune
+
+    from helpers import compose_run
+
+    try:
+        run_finetune(compose_run(tmp_path, [*RUN, "trainer.devices=1", "++trainer.strategy=ddp"]))
+    finally:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+    rows = [json.loads(line) for line in (tmp_path / "results" / "records.jsonl").read_text().splitlines()]
     assert {r["metric"] for r in rows if r["split"] == "test"} >= {"acc@1", "ensemble_2/acc@1"}
