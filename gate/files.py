@@ -133,12 +133,11 @@ def writing(path: str | os.PathLike, what: str = "a file") -> Iterator[None]:
     """Around a write of ``path``: a full disk (or quota) becomes one line naming the path and what to free, and
     an OS error that names no file names ``path`` (a bare ``[Errno 28]`` says neither)."""
     try:
-        yield
+        with no_space(path, what):
+            yield
     except GateError:
         raise
     except OSError as err:
-        if err.errno in NO_SPACE:
-            raise GateError(disk_full(err.filename or path, what)) from err
         if err.errno in WRITE_ERRORS and err.filename is None:
             raise GateError(f"cannot write {what} to {path}: {err.strerror or err}") from err
         raise  # a network error of a download written here, or one that names its file already
