@@ -21,6 +21,10 @@ fi
 python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 if $want_tests; then spec=".[test]"; else spec="."; fi
-echo "[install] pip install -e '$spec' into .venv (torch and torchvision pinned by constraints.txt)"
-.venv/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e "$spec"
+echo "[install] -e '$spec' into .venv (torch and torchvision pinned by constraints.txt)"
+# uv first (a fraction of pip's time, same indexes and versions: scripts/uv_install.py); pip if uv fails.
+if ! .venv/bin/python scripts/uv_install.py -c constraints.txt -e "$spec"; then
+  echo "[install] uv could not install; installing with pip"
+  .venv/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e "$spec"
+fi
 echo "[install] done. Put gate's commands on your PATH with: source .venv/bin/activate"

@@ -3,7 +3,7 @@
 Under data parallelism (``trainer.devices=N``) every rank updates its metrics with its own share of the evaluation
 batches, and torchmetrics reduces the states across ranks (each state's ``dist_reduce_fx``) before ``compute``.
 A metric is right under DDP when ``compute`` on the reduced states equals ``compute`` on one process that saw every
-update. :func:`run_distributed` checks that for a list of :class:`MetricCase` in ONE spawn of ``world`` processes
+update. :func:`run_distributed` checks that for a list of :class:`MetricCase` in ONE fork of ``world`` processes
 (starting processes costs seconds; the cases run in a loop), each case shared out two ways:
 
 * ``round_robin``: update ``i`` goes to rank ``i % world`` (how gate deals whole batches: episodes, in-batch
@@ -35,8 +35,8 @@ class MetricCase:
     """One metric (or collection) and its updates.
 
     ``make``: builds a fresh ``Metric`` or ``MetricCollection``; ``updates``: the argument tuples of its ``update``
-    calls, in order (seeded: every process must build the same ones). Both must be module-level functions (they are
-    pickled by reference into the spawned processes). ``tolerance``: the absolute difference allowed between the
+    calls, in order (seeded: every process must build the same ones). Both are module-level functions that each rank
+    calls for itself. ``tolerance``: the absolute difference allowed between the
     distributed and the one-process value (the gathered rows are summed in another order)."""
 
     name: str
@@ -99,7 +99,7 @@ def alone(case: MetricCase, updates: Sequence[tuple]) -> dict[str, list[float]]:
 def _worker(rank: int, world: int, init_file: str, cases: Sequence[MetricCase], out_dir: str) -> None:
     import torch.distributed as dist
 
-    torch.set_num_threads(1)  # a spawned test process: the machine's cores are shared
+    torch.set_num_threads(1)  # a forked test process: the machine's cores are shared
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world,
                             timeout=timedelta(seconds=120))
     results: dict[tuple[str, str], Any] = {}
@@ -118,7 +118,7 @@ def _worker(rank: int, world: int, init_file: str, cases: Sequence[MetricCase], 
 
 
 def run_distributed(cases: Sequence[MetricCase], world: int = 2) -> list[dict[tuple[str, str], Any]]:
-    """Each rank's results, ``{(case name, share): {key: values} or an error string}``, from one spawn of
+    """Each rank's results, ``{(case name, share): {key: values} or an error string}``, from one fork of
     ``world`` gloo processes on the CPU."""
     import torch.multiprocessing as mp
 
@@ -127,7 +127,10 @@ def run_distributed(cases: Sequence[MetricCase], world: int = 2) -> list[dict[tu
         raise ValueError(f"metric case names must be unique, got {names}")
     with tempfile.TemporaryDirectory(prefix="gate-ddp-metrics-") as tmp:
         init_file = os.path.join(tmp, "rendezvous")
-        mp.spawn(_worker, args=(world, init_file, list(cases), tmp), nprocs=world, join=True)
+        # forked, not spawned: the ranks start with this process's imports (two fresh interpreters cost ~7 s each
+        # here) and share nothing else with it; each joins the gloo group and computes on its own
+        mp.start_processes(_worker, args=(world, init_file, list(cases), tmp), nprocs=world, join=True,
+                           start_method="fork")
         return [torch.load(Path(tmp) / f"rank{r}.pt", weights_only=False) for r in range(world)]
 
 

@@ -115,8 +115,11 @@ def test_gate_errors_are_one_line_with_exit_code_2(files, tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("gate-run: error: ")
     assert "seed" in lines[0] and "trainer.max_steps" in lines[0]  # every problem at once
-    # gate-score's and gate-rank's own processes (their end-to-end runs are in process), answered before torch loads
-    for case, word in ((("score", ["max_samples=abc"], ""), "max_samples"), (("rank", ["budget=5"], ""), "budget")):
+    # gate-score's, gate-rank's, gate-analysis' and gate-eevee's own processes (their end-to-end runs are in
+    # process), answered before torch loads
+    for case, word in ((("score", ["max_samples=abc"], ""), "max_samples"), (("rank", ["budget=5"], ""), "budget"),
+                       (("analysis", ["results=/no/such/records.jsonl"], ""), "/no/such/records.jsonl"),
+                       (("eevee", ["table=/no/such/table.csv"], ""), "/no/such/table.csv")):
         out = _run(case, files, tmp_path)
         lines = [line for line in out.stderr.splitlines() if line.strip()]
         assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"gate-{case[0]}: error: "), out.stderr

@@ -1,6 +1,6 @@
 """Every family's metrics reduce across ranks to the one-process answer (data parallelism, ``trainer.devices=N``).
 
-One spawn of two gloo CPU processes runs every case of :data:`CASES` (tests/distributed_metrics.py); each case is
+One fork of two gloo CPU processes runs every case of :data:`CASES` (tests/distributed_metrics.py); each case is
 compared with one process that saw every update. To cover a new metric, add one ``MetricCase`` to ``CASES``: a
 module-level ``make`` (prefer the adapter's own ``make_metrics()``, so the case follows the adapter) and a seeded
 ``updates`` returning the ``update`` argument tuples, with at least one batch per rank and data that a per-rank

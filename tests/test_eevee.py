@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -24,6 +21,8 @@ from gate.analysis.eevee import (
     search,
 )
 from gate.analysis.meta import default_paper_table
+
+from helpers import call_cli
 
 SMALL = dict(population=24, keep=6, children=4, generations=3, n_splits=3, progress=False)
 
@@ -195,11 +194,14 @@ def test_run_eevee_leaves_torch_threads_as_they_were(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_gate_eevee_cli_on_the_paper_table(tmp_path):
+def test_gate_eevee_cli_on_the_paper_table(tmp_path, capsys):
+    # in process (gate-eevee's main() with this command line); its own process is tests/test_bad_inputs.py's
+    from gate.cli import eevee as eevee_cli
+
     out = tmp_path / "eevee"
-    cmd = [sys.executable, "-m", "gate.cli.eevee", f"table={default_paper_table()}", "k=[1,2]", f"out={out}",
-           "population=12", "keep=3", "children=2", "generations=1", "n_splits=2", "progress=false"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    proc = call_cli(eevee_cli.main, [f"table={default_paper_table()}", "k=[1,2]", f"out={out}", "population=12",
+                                     "keep=3", "children=2", "generations=1", "n_splits=2", "progress=false"],
+                    capsys, prog="gate-eevee")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "best subset" in proc.stdout
     for name in ("k=1.csv", "k=2.csv", "importance_k=1.csv", "importance_k=2.csv", "figures/k_sweep.png"):

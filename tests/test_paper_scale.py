@@ -36,7 +36,7 @@ FAMILIES = {
     "medical_segmentation": ["dataset=fmnist_volume", "dataset.builder._target_=paper_shapes.acdc_shapes",
                              "~dataset.builder.cache_dir", "~dataset.builder.seed", "~dataset.builder.train_volumes",
                              "~dataset.builder.val_volumes", "~dataset.builder.test_volumes",
-                             "dataset.builder.depth=6"],  # 12 slices: 6 test batches
+                             "dataset.builder.depth=3"],  # 2 test volumes of 3 slices: 3 test batches
     "classification": ["dataset=digits", "data.max_train_samples=8", "data.max_test_samples=8"],
     "multilabel": ["dataset=fmnist_multilabel", "dataset.builder.train_size=16", "dataset.builder.val_size=4",
                    "dataset.builder.test_size=8"],

@@ -18,7 +18,7 @@ from gate.ranking.stats import rank_intervals
 
 from helpers import compose_run
 
-POOL = ["resnet18_scratch", "vit_tiny_scratch", "efficientnet_lite0"]
+POOL = ["resnet18_scratch", "efficientnet_lite0"]
 # two benchmarks and two seeds (6-step runs), so that the tier's order, the proxy's seed and the pool all matter
 TIER = {"name": "pair", "seeds": [0, 1], "score": False,
         "overrides": {"logger": "csv", "image_size": 32, "trainer.max_steps": 6, "trainer.val_check_interval": 3,

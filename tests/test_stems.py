@@ -173,7 +173,7 @@ def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     from gate.engine.training.finetune import run_finetune
 
     cfg = compose_run(tmp_path, [f"encoder={name}", "dataset=fashion_mnist", "image_size=32", "logger=csv",
-                                 "encoder.stem.patch_size=8", f"trainer.max_steps={steps}",
+                                 "encoder.stem.patch_size=8", "callbacks=none", f"trainer.max_steps={steps}",
                                  f"trainer.val_check_interval={steps}", "trainer.log_every_n_steps=1",
                                  "trainer.enable_progress_bar=false", "data.max_train_samples=1280",
                                  "data.max_val_samples=64", "data.max_test_samples=64", "ensembles=[1]"])

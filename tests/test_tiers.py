@@ -32,8 +32,9 @@ TINY = {
                   "data.max_val_samples": 60, "data.max_test_samples": 60},
     "benchmarks": ["digits", {"dataset": "bbc_news", "note": "text: skipped for image encoders"}],
 }
-# The same tier, as short as a run can be and still be killed between two checkpoints (steps 2, 4, 6).
-KILLABLE = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 6, "trainer.val_check_interval": 2}))
+# The same tier with one seed, as short as a run can be and still be killed between two checkpoints (steps 2, 4, 6).
+KILLABLE = dict(TINY, seeds=[0],
+                overrides=dict(TINY["overrides"], **{"trainer.max_steps": 6, "trainer.val_check_interval": 2}))
 
 
 def write_tier(path: Path, doc=TINY) -> Path:
@@ -218,19 +219,17 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, tier_in_process):
 
 
 @pytest.mark.slow
-def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path, tier_in_process,
-                                                                                          monkeypatch):
+def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_same_runs(tmp_path, tier_in_process):
     tier = write_tier(tmp_path / "tiny.yaml", KILLABLE)
     root = tmp_path / "local"
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # two workers at once on this 2-core machine: one torch thread each
     args = [f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={root}", "launch=local", "launcher.workers=2"]
-    # the launcher dies mid-run (at the first checkpoint of either of its two jobs, which run at once); they die with it
+    # the launcher, a real process, dies mid-run (at its job's first checkpoint); the job dies with it
     sigkill_once("gate.cli.tier", args, root / "runs", "*/checkpoints/step=2.ckpt", timeout=600)
     assert list((root / "runs").glob("*/checkpoints/step=2.ckpt")), "no checkpoint within 600 s"
-    assert not (root / "results" / "records.jsonl").exists()  # killed before its first experiment was recorded
-    out = gate_tier(args)  # the real command resumes it
+    assert not (root / "results" / "records.jsonl").exists()  # killed before its experiment was recorded
+    out = tier_in_process(args)  # the same command resumes it (its job a gate-run process of its own, as before)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "2 experiment(s)" in out.stdout and "skipped: efficientnet_lite0 × bbc_news" in out.stdout
+    assert "1 experiment(s)" in out.stdout and "skipped: efficientnet_lite0 × bbc_news" in out.stdout
     report = Path(out.stdout.strip().splitlines()[-1].removeprefix("[gate] report: "))
     assert report.name == "report.html" and report.parent.name == "tier-tiny" and "Cost of the tier" in report.read_text()
     store = ResultsStore(root / "results" / "records.jsonl")
@@ -241,7 +240,7 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     assert all(json.loads(line) for line in raw)  # no corrupt line
     again = tier_in_process([*args, "report=false"])  # a finished tier: nothing trains, everything is reported done
     assert again.returncode == 0, again.stderr[-2000:]
-    assert "2 already done (skipped), 0 to run" in again.stdout and "nothing to train" in again.stdout
+    assert "1 already done (skipped), 0 to run" in again.stdout and "nothing to train" in again.stdout
     assert (root / "results" / "records.jsonl").read_text().splitlines() == raw
 
     # launch=commands, each printed line parsed by a shell: the experiments the local launcher ran, with the configs
@@ -251,7 +250,7 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     listed = tier_in_process([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={other}", "launch=commands"])
     assert listed.returncode == 0, listed.stderr[-2000:]
     lines = [ln for ln in listed.stdout.splitlines() if ln.strip()]
-    assert len(lines) == 2 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
+    assert len(lines) == 1 and all(shlex.split(ln)[0] == "gate-run" for ln in lines)
     stored = {r["experiment"]: r["config"] for r in store.complete_records()}
     for line in lines:
         # bash parses the line as a user's shell would (quoting included) and hands gate-run its words
@@ -264,15 +263,15 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
 
 
 @pytest.mark.slow
-def test_submitit_local_runs_two_tiny_experiments_to_completion(tmp_path, tier_in_process, monkeypatch):
-    # submitit's local executor starts both jobs at once: one torch thread each on this 2-core machine, not two
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    doc = dict(TINY, overrides=dict(TINY["overrides"], **{"trainer.max_steps": 4, "trainer.val_check_interval": 2}))
+def test_submitit_local_runs_a_tiny_experiment_to_completion(tmp_path, tier_in_process):
+    # one job: submitit's array of jobs is its own (tests/test_tiers.py's slurm test reads the script it writes)
+    doc = dict(TINY, seeds=[0],
+               overrides=dict(TINY["overrides"], **{"trainer.max_steps": 4, "trainer.val_check_interval": 2}))
     tier = write_tier(tmp_path / "tiny.yaml", doc)
     out = tier_in_process([f"tier={tier}", "encoder=efficientnet_lite0", f"paths.root={tmp_path}", "launch=submitit_local",
                      "report=false", "launcher.poll_seconds=0.5"])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "submitted 2 job(s) (local" in out.stdout and out.stdout.count("done   efficientnet_lite0 × digits") == 2
+    assert "submitted 1 job(s) (local" in out.stdout and out.stdout.count("done   efficientnet_lite0 × digits") == 1
     plan = expand_tier(load_tier(str(tier)), ["efficientnet_lite0"], tmp_path)
     assert complete_sets(ResultsStore(tmp_path / "results" / "records.jsonl")) == {e.id: 1 for e in plan.experiments}
 
