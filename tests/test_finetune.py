@@ -18,17 +18,17 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def digits_run(tmp_path_factory):
-    """One real run shared by the assertions below: pretrained EfficientNet-Lite0 on digits, 30 steps (3
+    """One real run shared by the assertions below: pretrained EfficientNet-Lite0 on digits, 15 steps (3
     validations, so the 3-checkpoint ensemble has its members)."""
     root = tmp_path_factory.mktemp("digits_run")
-    cfg = compose_run(root, [*FAST, "trainer.max_steps=30", "trainer.val_check_interval=10"])
+    cfg = compose_run(root, [*FAST, "trainer.max_steps=15", "trainer.val_check_interval=5"])
     return root, cfg, finetune.run_finetune(cfg)
 
 
 def test_pretrained_encoder_learns_digits_above_chance(digits_run):
     root, cfg, result = digits_run
     assert not result.skipped
-    # Chance is 0.1; 30 steps at 32 px reach 0.831 here (60 steps: 0.95; the value depends on the torch build).
+    # Chance is 0.1; 15 steps at 32 px reach 0.575 here (30 steps: 0.731; the value depends on the torch build).
     assert result.metrics["acc@1"] > 0.3
     records = ResultsStore(root / "results" / "records.jsonl").records()
     metrics = {(r["split"], r["metric"]) for r in records}

@@ -236,6 +236,9 @@ def test_local_tier_survives_sigkill_reruns_train_nothing_and_commands_give_the_
     plan = expand_tier(load_tier(str(tier)), ["efficientnet_lite0"], root)
     ids = {e.id for e in plan.experiments}
     assert complete_sets(store) == {i: 1 for i in ids}  # each experiment: exactly one complete record set
+    rows = store.records()
+    assert len(rows) == rows[0]["set_size"]  # nothing of the killed attempt was stored
+    assert rows[0]["facts"]["resumed_from_step"] >= 2  # the job, SIGKILLed with its launcher, resumed its checkpoint
     raw = (root / "results" / "records.jsonl").read_text().splitlines()
     assert all(json.loads(line) for line in raw)  # no corrupt line
     again = tier_in_process([*args, "report=false"])  # a finished tier: nothing trains, everything is reported done
