@@ -190,6 +190,19 @@ def atomic_write_text(path: str | os.PathLike, text: str, what: str = "a file", 
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), what, make_parents)
 
 
+def atomic_torch_save(path: str | os.PathLike, obj: object, what: str = "a file") -> Path:
+    """:func:`atomic_write` of ``torch.save(obj)``, written through a Python file object: saved to a file name,
+    torch reports a full disk as a RuntimeError ("unexpected pos ..."), through a file object as the OSError it is
+    (errno 28, which :func:`writing` names)."""
+    import torch
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            torch.save(obj, fh)
+
+    return atomic_write(path, save, what)
+
+
 def set_aside(path: str | os.PathLike, why: str, stacklevel: int = 3) -> Path:
     """Rename a damaged file or folder to ``<name>.corrupt-<time>`` with a warning saying why; it is never read
     again and stays there for inspection."""

@@ -238,8 +238,29 @@ def scatter_ratio(features: Any, labels: Any) -> float:
 '''
 
 
-def test_a_transferability_score_with_the_tables_files(tmp_path):
-    copy = _package_copy(tmp_path)
+SCORE_CHECK = """
+import numpy as np
+from hydra import compose, initialize_config_module
+import gate
+from gate.engine.validate import validate_score_config
+from gate.ranking.pipeline import known_scores
+from gate.transferability import SCORES
+assert gate.__file__.startswith({copy!r}), gate.__file__
+with initialize_config_module("gate.conf", version_base=None):
+    cfg = compose("score", overrides=["paths.root={out}", "dataset=digits", "metrics=[scatter_ratio,logme]"])
+validate_score_config(cfg)
+assert "scatter_ratio" in known_scores()
+rng = np.random.default_rng(0)
+y = np.repeat([0, 1], 50)
+apart = rng.normal(size=(100, 8)) + 4 * y[:, None]
+mixed = rng.normal(size=(100, 8))
+metric = SCORES["scatter_ratio"]
+assert metric.higher_is_better and metric(features=apart, labels=y) > 10 * metric(features=mixed, labels=y)
+print("score ok")
+"""
+
+
+def add_score(copy: Path) -> None:
     tr = copy / "gate" / "transferability"
     _write(tr / "toy_scatter.py", TOY_SCORE)
     _edit(tr / "registry.py", "from . import collapse,", "from . import toy_scatter\nfrom . import collapse,")
@@ -248,33 +269,6 @@ def test_a_transferability_score_with_the_tables_files(tmp_path):
     _edit(copy / "gate" / "metrics.py", 'register("logme", True, citation="You et al., ICML 2021")',
           'register("scatter_ratio", True, 0.0, description="a toy score (tests/test_extension_counts.py)")\n'
           'register("logme", True, citation="You et al., ICML 2021")')
-    changed = _changed(copy)
-    assert changed == ["gate/metrics.py", "gate/transferability/registry.py", "gate/transferability/toy_scatter.py"]
-    assert len(changed) == table()["a transferability score"]
-    # gate-score's config accepts the name (checked against SCORES, the registry its stage computes from), gate-rank
-    # knows it, and it separates classes
-    proc = _python(copy, f"""
-        import numpy as np
-        from hydra import compose, initialize_config_module
-        import gate
-        from gate.engine.validate import validate_score_config
-        from gate.ranking.pipeline import known_scores
-        from gate.transferability import SCORES
-        assert gate.__file__.startswith({str(copy)!r}), gate.__file__
-        with initialize_config_module("gate.conf", version_base=None):
-            cfg = compose("score", overrides=["paths.root={tmp_path / 'out'}", "dataset=digits",
-                                              "metrics=[scatter_ratio,logme]"])
-        validate_score_config(cfg)
-        assert "scatter_ratio" in known_scores()
-        rng = np.random.default_rng(0)
-        y = np.repeat([0, 1], 50)
-        apart = rng.normal(size=(100, 8)) + 4 * y[:, None]
-        mixed = rng.normal(size=(100, 8))
-        metric = SCORES["scatter_ratio"]
-        assert metric.higher_is_better and metric(features=apart, labels=y) > 10 * metric(features=mixed, labels=y)
-        print("ok")
-    """, tmp_path)
-    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 
 TOY_LAUNCHER = '''\
@@ -295,27 +289,54 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
 '''
 
 
-def test_a_tier_launcher_with_the_tables_files(tmp_path):
-    copy = _package_copy(tmp_path)
+def add_launcher(copy: Path) -> None:
     launchers = copy / "gate" / "tiers" / "launchers"
     _write(launchers / "toy_file.py", TOY_LAUNCHER)
     _edit(launchers / "__init__.py", '    "local": "gate.tiers.launchers.local:launch",\n',
           '    "local": "gate.tiers.launchers.local:launch",\n    "toy_file": "gate.tiers.launchers.toy_file:launch",\n')
-    changed = _changed(copy)
-    assert changed == ["gate/tiers/launchers/__init__.py", "gate/tiers/launchers/toy_file.py"]
-    assert len(changed) == table()["a tier launcher"]
+
+
+LAUNCHER_CHECK = """
+import sys
+from gate.cli import tier
+sys.argv = ["gate-tier", "tier={tier}", "encoder=resnet18_scratch,efficientnet_lite0", "launch=toy_file",
+            "paths.root={out}"]
+tier.main()
+"""
+
+
+@pytest.fixture(scope="module")
+def extended(tmp_path_factory):
+    """One copy of the package with the toy score added, then the toy launcher (the files each one changed are
+    recorded as it is added), and one interpreter that uses both (an interpreter that imports torch starts in ~7 s):
+    ``(files of the score, files of the launcher, the process, the output root)``."""
+    tmp_path = tmp_path_factory.mktemp("extended")
+    copy = _package_copy(tmp_path)
+    add_score(copy)
+    score_files = _changed(copy)
+    add_launcher(copy)
+    launcher_files = sorted(set(_changed(copy)) - set(score_files))
     tier = tmp_path / "tiny.yaml"
     tier.write_text(yaml.safe_dump({"name": "tiny", "seeds": [0, 1], "benchmarks": ["digits"]}))
-    proc = _python(copy, f"""
-        import sys
-        import gate
-        assert gate.__file__.startswith({str(copy)!r}), gate.__file__
-        from gate.cli import tier
-        sys.argv = ["gate-tier", "tier={tier}", "encoder=resnet18_scratch,efficientnet_lite0", "launch=toy_file",
-                    "paths.root={tmp_path / 'out'}"]
-        tier.main()
-    """, tmp_path)
+    out = tmp_path / "out"
+    code = SCORE_CHECK.format(copy=str(copy), out=out) + LAUNCHER_CHECK.format(tier=tier, out=out)
+    return score_files, launcher_files, _python(copy, code, tmp_path), out
+
+
+def test_a_transferability_score_with_the_tables_files(extended):
+    changed, _, proc, _ = extended
+    assert changed == ["gate/metrics.py", "gate/transferability/registry.py", "gate/transferability/toy_scatter.py"]
+    assert len(changed) == table()["a transferability score"]
+    # gate-score's config accepts the name (checked against SCORES, the registry its stage computes from), gate-rank
+    # knows it, and it separates classes
+    assert "score ok" in proc.stdout.splitlines(), proc.stderr[-3000:]
+
+
+def test_a_tier_launcher_with_the_tables_files(extended):
+    _, changed, proc, out = extended
+    assert changed == ["gate/tiers/launchers/__init__.py", "gate/tiers/launchers/toy_file.py"]
+    assert len(changed) == table()["a tier launcher"]
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    jobs = list((tmp_path / "out" / "tiers").glob("tiny-*/toy_jobs.txt"))
+    jobs = list((out / "tiers").glob("tiny-*/toy_jobs.txt"))
     assert len(jobs) == 1 and len(jobs[0].read_text().split()) == 4, proc.stdout  # 2 encoders x 2 seeds x digits
     assert "toy_file: 4 job(s)" in proc.stdout

@@ -111,7 +111,7 @@ def test_gate_tier_counts_a_signalled_job_as_failed_and_its_report_names_it(tmp_
     tier = tmp_path / "two.yaml"
     tier.write_text(yaml.safe_dump({
         "name": "two", "seeds": [0, 1], "score": False,
-        "overrides": {"logger": "csv", "callbacks": "none", "image_size": 32, "ensembles": [1], "trainer.max_steps": 6,
+        "overrides": {"logger": "csv", "callbacks": "none", "image_size": 32, "ensembles": [1], "trainer.max_steps": 4,
                       "trainer.val_check_interval": 2, "data.batch_size": 8, "data.max_train_samples": 200,
                       "data.max_val_samples": 60, "data.max_test_samples": 60},
         "benchmarks": ["digits"]}))
@@ -285,13 +285,25 @@ def test_a_full_disk_is_one_line_naming_the_file_and_what_to_free(tmp_path, monk
 
 
 @pytest.mark.slow
-def test_a_full_disk_while_checkpointing_names_the_checkpoint(tmp_path, capsys, monkeypatch):
-    import lightning.fabric.plugins.io.torch_io as torch_io
+def test_torch_names_a_full_disk_only_when_it_writes_through_a_file_object():
+    """Why gate.files.atomic_torch_save hands torch.save an open file: /dev/full answers every write with ENOSPC."""
+    import torch
 
-    def full(checkpoint, path):
+    blob = {"x": torch.zeros(100_000)}
+    with open("/dev/full", "wb", buffering=0) as fh, pytest.raises(OSError) as err:
+        torch.save(blob, fh)
+    assert err.value.errno == errno.ENOSPC  # gate.files.writing turns it into one line naming the file
+    with pytest.raises(RuntimeError, match="unexpected pos"):
+        torch.save(blob, "/dev/full")  # a file name: a RuntimeError that says nothing of the disk
+
+
+def test_a_full_disk_while_checkpointing_names_the_checkpoint(tmp_path, capsys, monkeypatch):
+    import torch
+
+    def full(obj, f, *args, **kwargs):  # what torch.save raises writing to a file object on a full disk (above)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(torch_io, "_atomic_save", full)
+    monkeypatch.setattr(torch, "save", full)
     out = call_cli(run_cli.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"],
                    capsys, prog="gate-run")
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -5,6 +5,8 @@ the old set, a rerun leaves no file of the old set behind)."""
 
 from __future__ import annotations
 
+import copy
+
 import pandas as pd
 import pytest
 import yaml
@@ -40,11 +42,16 @@ CHANGED = {
 REPLANNED = ("encoders", "overrides", "seed", "tier_file")
 
 
+_COMPOSED: dict = {}  # tmp_path -> the request as composed once (a test asks for it a dozen times)
+
+
 def _plain(tmp_path, **changes):
-    tier = tmp_path / "pair.yaml"
-    tier.write_text(yaml.safe_dump(TIER))
-    cfg = compose_run(tmp_path / "root", [f"tier_file={tier}", f"encoders=[{','.join(POOL)}]"], config_name="rank")
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    if tmp_path not in _COMPOSED:
+        tier = tmp_path / "pair.yaml"
+        tier.write_text(yaml.safe_dump(TIER))
+        cfg = compose_run(tmp_path / "root", [f"tier_file={tier}", f"encoders=[{','.join(POOL)}]"], config_name="rank")
+        _COMPOSED[tmp_path] = OmegaConf.to_container(cfg, resolve=True)
+    plain = copy.deepcopy(_COMPOSED[tmp_path])
     for key, value in changes.items():
         if key == "tier_file" and value == "reordered":
             other = tmp_path / "other" / "pair.yaml"

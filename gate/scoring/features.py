@@ -37,7 +37,7 @@ import torch
 
 from ..engine.build import build_encoder, build_spec, build_splits, to_plain
 from ..engine.training.checkpoints import is_complete_checkpoint
-from ..files import atomic_write, atomic_write_text, set_aside
+from ..files import atomic_torch_save, atomic_write_text, set_aside
 from ..paths import inside
 from ..results import stable_hash
 
@@ -271,7 +271,7 @@ def _save_atomic(path: Path, blob: dict[str, Any], key: Mapping[str, Any]) -> No
     """The tensor file, then its key file with the tensor file's sha256 (a reader trusts the pair only)."""
     from ..data.hub import sha256_of
 
-    atomic_write(path, lambda tmp: torch.save(blob, tmp))
+    atomic_torch_save(path, blob, "a feature cache file")
     record = {"key": dict(key), "sha256": sha256_of(path)}
     atomic_write_text(path.with_suffix(".json"), json.dumps(record, indent=2, sort_keys=True, default=str,
                                                             allow_nan=False) + "\n")

@@ -17,7 +17,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from ... import signals
 from ...errors import GateError
-from ...files import regular_file, set_aside, writing
+from ...files import atomic_torch_save, regular_file, set_aside
 
 KEEP = ("best", "all", "none")
 
@@ -104,5 +104,11 @@ class SafeCheckpointIO(TorchCheckpointIO):
         return load_checkpoint(path, map_location if map_location is not None else "cpu")
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
-        with signals.critical(), writing(path, "a checkpoint"):
-            super().save_checkpoint(checkpoint, path, storage_options)
+        """``torch.save`` into a file beside ``path``, renamed into place (:func:`gate.files.atomic_torch_save`): a kill
+        leaves the old file or the new one. Lightning's own write serialises the whole checkpoint into memory first,
+        then copies it out: a second copy in memory, and twice the time (resnet18 with AdamW, 140 MB: 0.215 s, here
+        0.115 s; measurements/bench_checkpoint_write.py)."""
+        if storage_options is not None:
+            raise TypeError(f"storage_options={storage_options!r} is not supported: checkpoints are local files")
+        with signals.critical():
+            atomic_torch_save(path, checkpoint, "a checkpoint")
