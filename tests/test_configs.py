@@ -92,21 +92,28 @@ def test_dataset_specs(tmp_path, name):
     assert fam.targets <= set(spec.targets.values()) <= fam.target_kinds
 
 
-def test_analysis_reads_each_dataset_config_as_the_engine_composes_it(tmp_path):
+@pytest.fixture(scope="module")
+def run_of_each_dataset(tmp_path_factory) -> dict:
+    """{dataset: gate-run's composed config with ``dataset=<it>``}, every packaged dataset (read, never changed)."""
+    root = tmp_path_factory.mktemp("composed")
+    return {name: compose_run(root, [f"dataset={name}"]) for name in options("dataset")}
+
+
+def test_analysis_reads_each_dataset_config_as_the_engine_composes_it(run_of_each_dataset):
     """gate.analysis reads a dataset YAML through gate.data.spec.load_dataset_spec; the engine builds its spec from
     the composed run. Both must give the same DatasetSpec for every packaged dataset."""
     from gate.data.spec import load_dataset_spec
 
-    for name in options("dataset"):
+    for name, cfg in run_of_each_dataset.items():
         path = resources.files("gate.conf").joinpath("dataset", f"{name}.yaml")
-        assert load_dataset_spec(path) == build_spec(compose_run(tmp_path, [f"dataset={name}"]).dataset), name
+        assert load_dataset_spec(path) == build_spec(cfg.dataset), name
 
 
 # The keys every pool benchmark (a dataset with a `source:`) used to repeat, now composed from conf/dataset_defaults.
 SHARED_BUILDER_KEYS = ("data_dir", "source", "name", "cache_dir")
 
 
-def test_pool_datasets_compose_the_builder_arguments_they_always_had(tmp_path):
+def test_pool_datasets_compose_the_builder_arguments_they_always_had(run_of_each_dataset):
     """Each pool dataset resolves to exactly the builder it had when it spelled data_dir/source/name/cache_dir out:
     data_dir <paths.data>/<name>, its own source, and name/cache_dir where its loader takes them (the 31 pool
     datasets before issue 16: all took data_dir and source, 29 cache_dir, 18 name). The stand-ins are unchanged:
@@ -117,8 +124,8 @@ def test_pool_datasets_compose_the_builder_arguments_they_always_had(tmp_path):
     import yaml
 
     counts = {"pool": 0, "cache_dir": 0, "name": 0, "standin": 0}
-    for name in options("dataset"):
-        plain = OmegaConf.to_container(compose_run(tmp_path, [f"dataset={name}"]), resolve=True)
+    for name, cfg in run_of_each_dataset.items():
+        plain = OmegaConf.to_container(cfg, resolve=True)
         dataset, paths = plain["dataset"], plain["paths"]
         raw = yaml.safe_load(resources.files("gate.conf").joinpath("dataset", f"{name}.yaml").read_text())
         builder = dict(dataset["builder"])
