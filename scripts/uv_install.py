@@ -60,4 +60,8 @@ def main(install_args: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except (OSError, subprocess.CalledProcessError) as err:  # pip's config unreadable, uv not runnable: use pip
+        print(f"[install] uv could not be used: {err}")
+        sys.exit(1)
