@@ -62,9 +62,7 @@ class TopKAndLastCheckpoint(ModelCheckpoint):
         if linked:
             self.last_model_path = self._last_checkpoint_saved = last
             return
-        if trainer.is_global_zero and os.path.isfile(last) and os.stat(last).st_nlink > 1:
-            os.unlink(last)  # a link to a top-k file: the write below must not go through it
-        trainer.strategy.barrier()
+        # written beside and renamed over (SafeCheckpointIO): a link to a top-k file is replaced, never written through
         super()._save_last_checkpoint(trainer, monitor_candidates)
 
 
