@@ -28,7 +28,7 @@ from gate.results import Record, ResultsStore, read_jsonl
 from helpers import SMOKE, call_cli, compose_run
 
 # The smoke preset on digits (tests/helpers.py): a checkpoint every 2 steps; 12 steps leave seconds to stop it in.
-SIGNALLED = [*SMOKE, "dataset=digits", "trainer.max_steps=12", "trainer.val_check_interval=2", "data.batch_size=8"]
+SIGNALLED = [*SMOKE, "dataset=digits", "trainer.max_steps=8", "trainer.val_check_interval=2", "data.batch_size=8"]
 
 
 def gate_run_process(args: list[str]) -> subprocess.Popen:

@@ -148,7 +148,7 @@ def test_gate_run_cli_on_fashion_mnist_writes_only_under_its_output_root(tmp_pat
     env.update(HOME=str(home), TMPDIR=str(tmp), WANDB_MODE="offline")
     steps, batch = 30, 32
     cmd = [sys.executable, "-m", "gate.cli.run", f"paths.root={root}", "image_size=32", f"trainer.max_steps={steps}",
-           "trainer.val_check_interval=10", "trainer.enable_progress_bar=false", f"data.batch_size={batch}",
+           "trainer.val_check_interval=15", "trainer.enable_progress_bar=false", f"data.batch_size={batch}",
            "data.max_val_samples=128", "data.max_test_samples=256", "ensembles=[1]", "logger=wandb", "callbacks=default"]
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
