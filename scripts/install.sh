@@ -22,9 +22,13 @@ python="${PYTHON:-python3}"
 [ -x .venv/bin/python ] || "$python" -m venv .venv
 if $want_tests; then spec=".[test]"; else spec="."; fi
 echo "[install] -e '$spec' into .venv (torch and torchvision pinned by constraints.txt)"
-# uv first (a fraction of pip's time, same indexes and versions: scripts/uv_install.py); pip if uv fails.
+# uv first (a fraction of pip's time; pip's indexes, versions and wheels: scripts/uv_install.py); pip if uv fails.
 if ! .venv/bin/python scripts/uv_install.py -c constraints.txt -e "$spec"; then
   echo "[install] uv could not install; installing with pip"
   .venv/bin/python -m pip install --disable-pip-version-check -q -c constraints.txt -e "$spec"
 fi
+# What was installed, loaded as a run loads it: the text model and tokenizer, CLIP-style processors, video decoding,
+# volume reading, the audio encoders, the image encoders' weights, the offline datasets. A missing piece is one line
+# naming it and the command that installs it, and the install fails (gate/stacks.py).
+.venv/bin/python -m gate.stacks
 echo "[install] done. Put gate's commands on your PATH with: source .venv/bin/activate"

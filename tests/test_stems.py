@@ -112,9 +112,9 @@ def test_whisper_and_resemblyzer_read_audio():
 
 
 def test_resemblyzer_loads_the_packaged_weights():
-    from gate.encoders.resemblyzer import packaged_weights_path
+    from gate.stacks import resemblyzer_weights_path
 
-    state = torch.load(packaged_weights_path(), map_location="cpu", weights_only=True)["model_state"]
+    state = torch.load(resemblyzer_weights_path(), map_location="cpu", weights_only=True)["model_state"]
     encoder = ResemblyzerEncoder()
     assert torch.equal(encoder.lstm.weight_hh_l2, state["lstm.weight_hh_l2"])
     assert torch.equal(encoder.linear.bias, state["linear.bias"])

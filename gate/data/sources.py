@@ -11,7 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
-FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
+from gate.stacks import FASHION_MNIST_DIR
+
 FASHION_MNIST_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker",
                          "Bag", "Ankle boot")
 

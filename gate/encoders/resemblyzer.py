@@ -14,7 +14,6 @@ patches to 40-d "frames" and the LSTM reads them in order (modality shifting).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +22,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from gate.stacks import require, resemblyzer_weights_path
+
 from .base import EncoderOutput, GATEEncoder
 
 MEL_CHANNELS = 40
@@ -30,18 +31,6 @@ HIDDEN = 256
 LAYERS = 3
 SAMPLING_RATE = 16000
 WINDOW_MS, HOP_MS = 25, 10
-
-
-def packaged_weights_path() -> str:
-    """The path of ``resemblyzer/pretrained.pt``, found without importing the package."""
-    spec = importlib.util.find_spec("resemblyzer")
-    if spec is None or not spec.submodule_search_locations:
-        raise ImportError("the resemblyzer encoder needs the package 'resemblyzer': pip install resemblyzer")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "pretrained.pt")
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"the resemblyzer package at {os.path.dirname(path)} has no pretrained.pt; "
-                                f"reinstall it (pip install --force-reinstall resemblyzer)")
-    return path
 
 
 class ResemblyzerEncoder(GATEEncoder):
@@ -66,7 +55,7 @@ class ResemblyzerEncoder(GATEEncoder):
         self.embed_dim = MEL_CHANNELS
         self.max_seconds = float(max_seconds)
         if pretrained or checkpoint_path is not None:
-            path = checkpoint_path or packaged_weights_path()
+            path = checkpoint_path or resemblyzer_weights_path()
             if not os.path.isfile(path):
                 raise FileNotFoundError(f"encoder.checkpoint_path={path!r} does not exist; give a Resemblyzer "
                                         f"weights file (.pt)")
@@ -78,6 +67,7 @@ class ResemblyzerEncoder(GATEEncoder):
     # ------------------------------------------------------------------------------------------ audio
     def transform(self, modality: str, train: bool):
         self.check_modality(modality)
+        require("audio")  # the mel filters come from transformers, which imports soundfile (libsndfile)
         frames = int(self.max_seconds * 1000 / HOP_MS)
         return lambda value: {"audio": mel_frames(value, frames)}
 

@@ -18,6 +18,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from gate.stacks import require
+
 from .base import EncoderOutput, GATEEncoder
 from .hub import hub_revision, load_pretrained
 
@@ -41,6 +43,7 @@ class WhisperEncoder(GATEEncoder):
                  checkpoint_path: str | None = None, pretrained: bool = True, model=None) -> None:
         super().__init__()
         if model is None:
+            require("audio")
             from transformers import WhisperModel
 
             model = load_pretrained(WhisperModel, model_id, revision, checkpoint_path, pretrained,
@@ -59,6 +62,7 @@ class WhisperEncoder(GATEEncoder):
 
     def transform(self, modality: str, train: bool):
         self.check_modality(modality)
+        require("audio")
         from transformers import WhisperFeatureExtractor
 
         extractor = WhisperFeatureExtractor(feature_size=self.num_mel_bins, sampling_rate=SAMPLING_RATE,

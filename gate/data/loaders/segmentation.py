@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from gate.stacks import require as require_stack
+
 from ._dense import bad_copy, cached, file_stamp, lookup_table, png_bytes, read_image, remap_mask, require
 
 IGNORE = 255
@@ -227,6 +229,7 @@ def nyu(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None, 
     ``testNdxs``: the official 795 / 654, 1-based) and ``classMapping40.mat`` (``mapClass``: raw class ->
     1..40). Unlabeled pixels are 255 (the GATE code used -1). A ``scene`` column lets the split step carve val
     from train by scene: the frames of one scene are near-duplicates."""
+    require_stack("volumes")
     import h5py
     from scipy.io import loadmat
 

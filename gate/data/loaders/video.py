@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from gate.stacks import require as require_stack
+
 from ...errors import GateError
 from ..disk_cache import StreamedSplits
 from ._dense import bad_copy, cached, file_stamp, require
@@ -82,6 +84,7 @@ def decode_clip(path: str | Path, frames: int = 8, frame_size: int | None = 224,
     Only the picked frames are kept while decoding (a 10 s HD clip decoded whole is ~1 GB): the container's frame
     count is the first guess of the clip length; when the decoded count differs (or the container has none), a
     second pass picks the frames of the true length. The frames are those of decoding the whole clip either way."""
+    require_stack("video")
     import av
 
     path = Path(path)

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from gate.stacks import require as require_stack
+
 from ._dense import bad_copy, cached, file_stamp, png_bytes, require
 
 FRAME = re.compile(r"patient(\d+)_frame(\d+)_gt\.nii(\.gz)?$")
@@ -37,6 +39,7 @@ def acdc(data_dir: str, source: Mapping[str, Any], cache_dir: str | None = None,
          split_map=None):
     """ACDC from its official ``database`` folder (module docstring); ``split_map`` renames the source's
     ``training`` / ``testing`` folders (default: train / test; val comes from ``dataset.splits``, by patient)."""
+    require_stack("volumes")
     import datasets
     import nibabel
     from PIL import Image
