@@ -215,3 +215,49 @@ def test_paper_table_analysis_in_process(tmp_path):
     assert {"tier:small", "tier:base", "tier:big", "tier:full"} <= set(res.tiers.columns)
     assert res.correlations.empty  # the paper table has no transferability scores
     assert json.loads(json.dumps(res.warnings)) == res.warnings
+
+
+def test_a_published_table_in_percent_analyses_as_typed(tmp_path, capsys):
+    """experiments/imagenet_cnns/imagenet_cnns_percent.csv, as the README types it: fine-tuned accuracies in percent
+    (acc@1, whose registry range is [0, 1]) and two zero-training predictors. Without a range everything scale-free
+    is computed (tables, correlations, figures) and the group mean waits, with one warning naming the fix; with
+    ranges={acc@1:[0,100]} on the command line the group mean is computed too, as x / 100."""
+    from gate.cli.analysis import main
+
+    table = Path(__file__).resolve().parents[1] / "experiments" / "imagenet_cnns" / "imagenet_cnns_percent.csv"
+    plain = call_cli(main, [f"results={table}", f"out={tmp_path / 'plain'}", "figures=false"], capsys,
+                     prog="gate-analysis")
+    assert plain.returncode == 0, plain.stderr
+    corr = pd.read_csv(tmp_path / "plain" / "correlations.csv")
+    assert set(corr["dataset"]) == {"cars", "cifar10", "cifar100", "dtd", "food", "sun397"}
+    assert set(corr["score_metric"]) == {"source_top1", "params"} and (corr["n"] == 11).all()
+    assert "group:Img Class" not in pd.read_csv(tmp_path / "plain" / "tiers.csv").columns
+    assert "1 warning(s)" in plain.stdout  # the report lists it; a process of its own prints it on stderr
+    report = (tmp_path / "plain" / "report.html").read_text()
+    assert report.count("ranges={acc@1:[0,100]}") == 1 and "outside the metric&#x27;s range [0, 1]" in report
+
+    ranged = call_cli(main, [f"results={table}", f"out={tmp_path / 'ranged'}", "figures=false",
+                             "ranges={acc@1:[0,100]}", "+tiers.kornblith=[cars,cifar10,cifar100,dtd,food,sun397]"],
+                      capsys, prog="gate-analysis")
+    assert ranged.returncode == 0, ranged.stderr
+    assert "ranges={acc@1:[0,100]}" not in (tmp_path / "ranged" / "report.html").read_text()
+    tiers = pd.read_csv(tmp_path / "ranged" / "tiers.csv").set_index("encoder")
+    accs = pd.read_csv(table).query("kind == 'finetune' and encoder == 'resnet152'")["value"]
+    assert tiers.loc["resnet152", "group:Img Class"] == pytest.approx(accs.mean() / 100)
+    assert tiers.loc["resnet152", "tier:kornblith"] == pytest.approx(accs.mean() / 100)
+    assert tiers["tier:kornblith:rank"].idxmin() == "resnet152"
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "ranged" / "correlations.csv"), corr)  # scale-free
+
+
+def test_relative_accuracy_waits_for_the_range_too(tmp_path):
+    from gate.analysis.pipeline import run_analysis
+
+    table = Path(__file__).resolve().parents[1] / "experiments" / "imagenet_cnns" / "imagenet_cnns_percent.csv"
+    nums = {"cars": 196, "cifar10": 10, "cifar100": 100, "dtd": 47, "food": 101, "sun397": 397}
+    with pytest.warns(UserWarning, match=r"relative accuracy skipped for \['cars', .*ranges=\{acc@1:\[0,100\]\}"):
+        res = run_analysis(table, tmp_path / "a", relative=True, num_classes=nums, figures=False)
+    assert "ALL" not in set(res.correlations["dataset"])  # the pooled rows need relative accuracy
+    res = run_analysis(table, tmp_path / "b", relative=True, num_classes=nums, figures=False,
+                       ranges={"acc@1": [0, 100]})
+    pooled = res.correlations[res.correlations["dataset"] == "ALL"]
+    assert set(pooled["score_metric"]) == {"source_top1", "params"} and (pooled["n"] == 66).all()

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from gate.analysis.load import from_frame, load_results, summarize
-from gate.analysis.meta import POOL, TierScale, default_paper_table, load_benchmark_meta, packaged_dataset_dir
+from gate.analysis.meta import POOL, OutsideRange, TierScale, default_paper_table, load_benchmark_meta, packaged_dataset_dir
 from gate.analysis.tiers import compare_with_published, tier_benchmarks, tier_summary
 
 WIDE = """paper_group,dataset,metric,higher_is_better,A,B,C,D
@@ -98,13 +98,31 @@ def test_a_range_belongs_to_its_metric_not_to_the_benchmark(tmp_path):
             .drop(columns=["tier:all:rank"]) >= 0)).all().all()
 
 
-def test_a_value_outside_its_metrics_range_is_an_error_not_a_mean(tmp_path):
-    """acc@1 given in percent (the registry says [0, 1]) is refused, naming benchmark, metric, encoder and range."""
-    frame = pd.DataFrame({"encoder": ["a", "b"], "dataset": ["mine"] * 2, "metric": ["acc@1"] * 2,
-                          "value": [84.2, 70.0], "higher_is_better": True})
-    with pytest.raises(ValueError, match=r"benchmark 'mine', metric 'acc@1': a has 84\.2, outside the metric's range "
-                                         r"\[0, 1\] \(gate/metrics\.py\)"):
-        tier_summary(summarize(from_frame(frame).long), {"t": ["mine"]}, load_benchmark_meta())
+def test_a_value_outside_its_metrics_range_enters_no_mean_and_the_warning_names_the_fix(tmp_path):
+    """acc@1 given in percent (the registry says [0, 1]) is never averaged: one warning names benchmark, metric,
+    encoder, range and the command-line fix, and every tier and group mean that needs it is skipped; declared on
+    the command line (ranges), the same table enters as x / 100."""
+    frame = pd.DataFrame({"encoder": ["a", "b", "a", "b"], "dataset": ["mine"] * 2 + ["ok"] * 2,
+                          "metric": ["acc@1"] * 2 + ["miou"] * 2, "value": [84.2, 70.0, 0.5, 0.25],
+                          "higher_is_better": True, "paper_group": ["G1", "G1", "G2", "G2"]})
+    summary = summarize(from_frame(frame).long)
+    with pytest.warns(UserWarning) as seen:
+        tiers, info = tier_summary(summary, {"t": ["mine", "ok"], "u": ["ok"]}, load_benchmark_meta())
+    lines = [str(w.message) for w in seen if "outside their metric's range" in str(w.message)]
+    assert lines == [
+        "tier and group means skipped where they need a benchmark whose values are outside their metric's range: "
+        "benchmark 'mine', metric 'acc@1': a has 84.2, outside the metric's range [0, 1] (gate/metrics.py). A table "
+        "in percent? Declare its range on the command line: ranges={acc@1:[0,100]} (tables, correlations and figures "
+        "need no scale and are computed)"]
+    assert "tier:t" not in tiers.columns and "group:G1" not in tiers.columns  # they need 'mine'
+    assert tiers.set_index("encoder")["tier:u"].to_dict() == {"a": 0.5, "b": 0.25}  # what does not is computed
+    assert tiers.set_index("encoder")["group:G2"].to_dict() == {"a": 0.5, "b": 0.25}
+    assert info.set_index("benchmark").loc["mine", "entered_as"] == "not entered: a value outside the metric's range"
+
+    tiers, info = tier_summary(summary, {"t": ["mine", "ok"]}, load_benchmark_meta(), ranges={"acc@1": (0.0, 100.0)})
+    assert tiers.set_index("encoder")["tier:t"].to_dict() == pytest.approx({"a": (0.842 + 0.5) / 2, "b": (0.7 + 0.25) / 2})
+    row = info.set_index("benchmark").loc["mine"]
+    assert row["entered_as"] == "x / 100" and row["range_from"] == "ranges (command line)" and row["range"] == "[0, 100]"
 
 
 def test_an_undeclared_range_enters_as_given_and_says_so(tmp_path):
@@ -144,7 +162,7 @@ def test_tier_scales():
     assert how == "clip(x, 0, 1) then x" and out.tolist() == pytest.approx([0.0, 0.4])
     out, how = TierScale(POOL, "r", False).apply(pd.Series({"a": 1.3, "b": 2.6, "c": 1.95}), "w")
     assert how == "pool: (2.6 - x) / 1.3" and out.tolist() == pytest.approx([1.0, 0.0, 0.5])
-    with pytest.raises(ValueError, match="outside the metric's range"):
+    with pytest.raises(OutsideRange, match="outside the metric's range"):
         TierScale((0.0, 1.0), "r", True).apply(v, "w")
 
 

@@ -18,7 +18,9 @@ features' rank reaches the rows minus the classes; empty when on none).
   tie for the top score); for a lower-is-better target, best ÷ pick, so 1 is always perfect.
 * ``relative=True``: accuracy targets become relative accuracy ``(acc - 1/C) / (1/C)`` with ``C``
   classes, the accuracy read as a fraction of its declared range (:func:`gate.analysis.meta.metric_scale`: a
-  percentage row declares ``range: [0, 100]``; an undeclared range is an error, never a guess from the values).
+  percentage row declares ``range: [0, 100]``, or the command line ``ranges={acc@1:[0,100]}``). A target whose
+  range is undeclared, or holds a value outside it, is never guessed: its rows correlate the accuracy itself and
+  stay out of the pooled rows, with one warning naming them and the fix.
   This leaves the per-dataset correlations unchanged (an increasing affine map) but changes ``rel_top1`` and
   makes targets of datasets with different class counts comparable: extra rows with ``dataset = "ALL"`` pool the (encoder, dataset)
   points of every dataset (their top1/top3/rel_top1 are left empty: those are per-dataset notions).
@@ -33,7 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, metric_scale
+from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, metric_scale, range_fix
 
 COLUMNS = ["dataset", "score_metric", "target_metric", "n", "pearson", "pearson_p", "spearman", "spearman_p",
            "kendall", "kendall_p", "weighted_tau", "top1", "top3", "rel_top1", "degenerate"]
@@ -100,7 +102,9 @@ def rel_top1(score: np.ndarray, target: np.ndarray, target_higher_is_better: boo
 def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str] | None = None,
                               meta: Mapping[str, BenchmarkMeta] | None = None, relative: bool = False,
                               num_classes: Mapping[str, float] | None = None,
-                              min_encoders: int = MIN_ENCODERS) -> tuple[pd.DataFrame, pd.DataFrame]:
+                              min_encoders: int = MIN_ENCODERS,
+                              ranges: Mapping[str, tuple[float, float] | str] | None = None,
+                              ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(correlations, pairs): the table above and the (score, target) points behind each row.
 
     ``target``: a fine-tuning metric name or list of names (``"all"``: every fine-tuning metric of
@@ -116,7 +120,7 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
         unknown = [t for t in target if t not in known]
         if unknown:
             raise ValueError(f"unknown target metric(s) {unknown}: the fine-tuning results have {known}")
-    rows, pairs = [], []
+    rows, pairs, unscaled = [], [], {}
     for bench, ft_rows in ft.groupby("benchmark", sort=False):
         dataset = ft_rows["dataset"].iloc[0]
         sc_rows = scores[scores["dataset"] == dataset]
@@ -130,7 +134,11 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
             thib = bool(trows["higher_is_better"].iloc[0])
             tvals = trows.set_index("encoder")["mean"].astype(float)
             if relative:
-                tvals = _relative(tvals, bench, dataset, tmetric, thib, trows, num_classes or {}, meta or {})
+                scaled = _relative(tvals, bench, dataset, tmetric, thib, trows, num_classes or {}, meta or {}, ranges)
+                if isinstance(scaled, str):
+                    unscaled[(bench, tmetric)] = scaled
+                else:
+                    tvals = scaled
             for (sbench, smetric), srows in sc_rows.groupby(["benchmark", "metric"], sort=False):
                 slabel = smetric if sbench == dataset else f"{smetric} [{sbench[len(dataset):].strip('[]')}]"
                 shib = bool(srows["higher_is_better"].iloc[0])
@@ -155,8 +163,16 @@ def score_target_correlations(summary: pd.DataFrame, target: str | Iterable[str]
                                   "score_higher_is_better": shib, "degenerate": str(why.get(enc, "") or "")})
     corr = pd.DataFrame(rows, columns=COLUMNS)
     pairs_df = pd.DataFrame(pairs, columns=PAIR_COLUMNS)
+    if unscaled:
+        first = next(iter(unscaled.values()))
+        more = f" (and {len(unscaled) - 1} more)" if len(unscaled) > 1 else ""
+        warnings.warn(f"relative accuracy skipped for {sorted({b for b, _ in unscaled})}: {first}{more}; their "
+                      f"correlations use the accuracy itself and they are left out of the pooled ALL rows. A table in "
+                      f"percent? Declare its range: {range_fix(m for _, m in unscaled)}", stacklevel=2)
     if relative and corr["dataset"].nunique() > 1:
-        corr = pd.concat([corr, _pooled(pairs_df, min_encoders)], ignore_index=True)
+        keep = ~pd.Series([(d, t) in unscaled for d, t in zip(pairs_df["dataset"], pairs_df["target_metric"])],
+                          index=pairs_df.index, dtype=bool)
+        corr = pd.concat([corr, _pooled(pairs_df[keep], min_encoders)], ignore_index=True)
     for col in ("top1", "top3"):
         corr[col] = corr[col].astype("boolean")
     corr["n"] = corr["n"].astype(int)
@@ -186,7 +202,9 @@ def _targets_for(bench: str, dataset: str, ft_rows: pd.DataFrame, target, meta) 
 
 
 def _relative(tvals: pd.Series, bench: str, dataset: str, tmetric: str, thib: bool, trows: pd.DataFrame,
-              num_classes: Mapping[str, float], meta: Mapping[str, BenchmarkMeta]) -> pd.Series:
+              num_classes: Mapping[str, float], meta: Mapping[str, BenchmarkMeta],
+              ranges: Mapping[str, tuple[float, float] | str] | None = None) -> pd.Series | str:
+    """Relative accuracies, or why the target's scale does not allow them (a str)."""
     if not thib:
         raise ValueError(f"relative=true turns accuracies into relative accuracies; target {tmetric!r} of "
                          f"{bench!r} is lower-is-better")
@@ -197,10 +215,14 @@ def _relative(tvals: pd.Series, bench: str, dataset: str, tmetric: str, thib: bo
     if c is None or not c or c < 2:
         raise ValueError(f"relative=true needs the number of classes of {dataset!r}: not in its records' config; "
                          f"give num_classes.{dataset}=<C>")
-    declared = metric_scale(bench, dataset, str(trows["metric_name"].iloc[0]), thib, meta).range
+    scale = metric_scale(bench, dataset, str(trows["metric_name"].iloc[0]), thib, meta, ranges)
+    declared = scale.range
     if not isinstance(declared, tuple):
-        raise ValueError(f"relative=true reads {tmetric!r} of {bench!r} as a fraction, but its range is not declared "
-                         f"(gate/metrics.py, tier_range in its dataset config, or range in a benchmarks file)")
+        return f"{tmetric!r} of {bench!r} has no declared range"
+    outside = tvals[(tvals < declared[0]) | (tvals > declared[1])]
+    if len(outside):
+        return (f"{tmetric!r} of {bench!r}: {outside.index[0]} has {outside.iloc[0]:g}, outside the metric's range "
+                f"[{declared[0]:g}, {declared[1]:g}] ({scale.declared_by})")
     fraction = (tvals - declared[0]) / (declared[1] - declared[0])
     chance = 1.0 / float(c)
     return (fraction - chance) / chance

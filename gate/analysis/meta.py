@@ -29,7 +29,11 @@ to the benchmark and applied to whatever metric is found (the paper's 0–1 ACDC
   ``pool``: the best and worst value among the table's encoders (the paper's iWildCam MAE score, which has no
   other bound; pool-relative, so declared only for a fixed published table);
 * else the metric registry's range (:mod:`gate.metrics`: acc@1, miou, dice, auc_macro, ... are ``[0, 1]``);
-  a value outside a registry or benchmarks-file range is an error naming it (a percentage given as a fraction);
+  a value outside a registry or benchmarks-file range is never averaged: the benchmark stays out of the tier and
+  group means that need it, with one warning naming it and the fix (a published table in percent:
+  ``ranges={acc@1:[0,100]}``), and everything that needs no scale (tables, correlations, figures) is computed;
+* above all of these, the table's own ranges given on the command line (``ranges={<metric>: [low, high]}``,
+  :func:`parse_ranges`): a metric named there has that range in every benchmark, whoever else declares one;
 * else the range is undeclared (an unbounded metric such as ``mae`` or a foreign table's unregistered name):
   the value enters as it is (negated when lower is better), with a warning, and ``tiers_benchmarks.csv`` says
   ``range undeclared``.
@@ -120,6 +124,30 @@ def parse_range(value: Any, where: str) -> tuple[float, float] | str | None:
     if not (math.isfinite(low) and math.isfinite(high) and low < high):
         raise ValueError(f"{where}: range [low, high] needs finite low < high, got {value!r}")
     return (low, high)
+
+
+#: Who declares a range given as gate-analysis' ``ranges`` setting.
+COMMAND_LINE_RANGE = "ranges (command line)"
+
+
+def parse_ranges(value: Any) -> dict[str, tuple[float, float] | str]:
+    """gate-analysis' ``ranges``: metric name -> ``[low, high]`` (or ``pool``), checked as a benchmarks file's
+    ``range`` is (a ValueError naming ``ranges.<metric>`` otherwise)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"ranges={value!r} is invalid: give metric: [low, high] pairs, e.g. ranges={{acc@1:[0,100]}}")
+    parsed = {}
+    for metric, bounds in value.items():
+        parsed[str(metric)] = parse_range(bounds, f"ranges.{metric}")
+        if parsed[str(metric)] is None:
+            raise ValueError(f"ranges.{metric}: range must be [low, high] or {POOL!r}, got null")
+    return parsed
+
+
+def range_fix(metrics: Iterable[str]) -> str:
+    """The command-line setting that declares ``metrics`` as percentages (what a published table usually holds)."""
+    return "ranges={" + ",".join(f"{m}:[0,100]" for m in dict.fromkeys(metrics)) + "}"
 
 
 def load_benchmark_meta(benchmarks_file: str | Path | None = None,
@@ -229,6 +257,14 @@ def choose_tier_metric(benchmark: str, dataset: str, available: Iterable[str],
                                 f"tier_metrics.{dataset}=<metric>")
 
 
+class OutsideRange(ValueError):
+    """A value outside the range declared for its metric: a scale that cannot be right for this table."""
+
+    def __init__(self, message: str, metric: str):
+        super().__init__(message)
+        self.metric = metric
+
+
 @dataclasses.dataclass(frozen=True)
 class TierScale:
     """How a representative metric's values are put on 0–1 (higher is better) for tier and group means."""
@@ -238,9 +274,9 @@ class TierScale:
     higher_is_better: bool
     clip: bool = False
 
-    def apply(self, values: pd.Series, where: str) -> tuple[pd.Series, str]:
+    def apply(self, values: pd.Series, where: str, metric: str = "") -> tuple[pd.Series, str]:
         """(values on the tier scale, how they entered, as written in ``tiers_benchmarks.csv``). A value outside a
-        declared range that does not clip is a ValueError naming ``where``, the encoder and the range."""
+        declared range that does not clip is :class:`OutsideRange`, naming ``where``, the encoder and the range."""
         values = values.astype(float)
         hib = self.higher_is_better
         if self.range is None:
@@ -259,9 +295,8 @@ class TierScale:
             outside = values[(values < low) | (values > high)]
             if len(outside):
                 enc, v = next(iter(outside.items()))
-                raise ValueError(f"{where}: {enc} has {v:g}, outside the metric's range [{low:g}, {high:g}] "
-                                 f"({self.declared_by}): a percentage where a fraction is expected? Declare the "
-                                 f"table's range (range: [0, 100] in a benchmarks file)")
+                raise OutsideRange(f"{where}: {enc} has {v:g}, outside the metric's range [{low:g}, {high:g}] "
+                                   f"({self.declared_by})", metric)
         span = high - low
         shift = f"x - {low:g}" if low else "x"
         if hib:
@@ -273,9 +308,13 @@ class TierScale:
         return out, f"clip(x, {low:g}, {high:g}) then {how}" if self.clip else how
 
 
-def tier_scale(rep: Representative, higher_is_better: bool) -> TierScale:
-    """The scale of a chosen representative metric: its candidate's declared range, else the registry's (where
-    finite), else undeclared (see the module docstring)."""
+def tier_scale(rep: Representative, higher_is_better: bool,
+               ranges: Mapping[str, tuple[float, float] | str] | None = None) -> TierScale:
+    """The scale of a chosen representative metric: the command line's range for it (``ranges``), else its
+    candidate's declared range, else the registry's (where finite), else undeclared (see the module docstring)."""
+    given = match_metric(list(ranges or {}), rep.metric or "") if ranges else None
+    if given is not None:
+        return TierScale(ranges[given], COMMAND_LINE_RANGE, higher_is_better)
     cand = rep.candidate
     if cand is not None and cand.range is not None:
         return TierScale(cand.range, cand.source, higher_is_better, clip=cand.clip)
@@ -286,12 +325,13 @@ def tier_scale(rep: Representative, higher_is_better: bool) -> TierScale:
 
 
 def metric_scale(benchmark: str, dataset: str, metric: str, higher_is_better: bool,
-                 meta: Mapping[str, BenchmarkMeta]) -> TierScale:
+                 meta: Mapping[str, BenchmarkMeta],
+                 ranges: Mapping[str, tuple[float, float] | str] | None = None) -> TierScale:
     """The declared scale of any recorded ``metric`` of a benchmark (not only its representative one): the
-    benchmark's own candidate entry of that name, else the registry's range."""
+    command line's, else the benchmark's own candidate entry of that name, else the registry's range."""
     m = meta.get(benchmark) or meta.get(dataset)
     cand = next((c for c in (m.tier_metrics if m is not None else []) if match_metric([metric], c.name)), None)
-    return tier_scale(Representative(metric, "", cand), higher_is_better)
+    return tier_scale(Representative(metric, "", cand), higher_is_better, ranges)
 
 
 #: The mark printed beside a benchmark whose numbers depart from the GATE paper's protocol (its ``notes_vs_gate``).

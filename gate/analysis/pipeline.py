@@ -51,8 +51,13 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                  benchmarks_file: str | Path | None = None,
                  dataset_config_dirs: Iterable[str | Path] | None = None, reference: str | None = "imagenet1k",
                  filters: Mapping[str, Any] | None = None, figures: bool = True,
-                 extra_sections: Iterable[tuple[str, str]] = ()) -> AnalysisResult:
-    """``extra_sections``: (title, HTML) sections a caller adds to report.html after the tier summary."""
+                 extra_sections: Iterable[tuple[str, str]] = (),
+                 ranges: Mapping[str, Any] | None = None) -> AnalysisResult:
+    """``extra_sections``: (title, HTML) sections a caller adds to report.html after the tier summary. ``ranges``:
+    metric -> [low, high], the table's own scale for metrics it holds in other units (``{"acc@1": [0, 100]}``)."""
+    from gate.analysis.meta import parse_ranges
+
+    ranges = parse_ranges(ranges)  # a bad value is one line before the results are read
     out = Path(out) if out else default_out(results)
     caught: list = []
     try:
@@ -64,10 +69,11 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
                             tiers=tiers, tier_metrics=tier_metrics, partial_tiers=partial_tiers,
                             benchmark_meta=benchmark_meta, benchmarks_file=benchmarks_file, dataset_config_dirs=dataset_config_dirs,
                             reference=reference, figures=figures, caught=caught,
-                            extra_sections=list(extra_sections),
+                            extra_sections=list(extra_sections), ranges=ranges,
                             options=dict(split=split, score_split=score_split, target=target, relative=relative,
                                          partial_tiers=partial_tiers, reference=reference,
-                                         filters=dict(filters or {})))
+                                         filters=dict(filters or {}),
+                                         ranges={k: list(v) if isinstance(v, tuple) else v for k, v in ranges.items()}))
     finally:
         for w in caught:  # hand the warnings on to the caller (after the report has listed them), also on errors
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
@@ -75,7 +81,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
 
 def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_classes, tiers, tier_metrics,
              partial_tiers, benchmark_meta, benchmarks_file, dataset_config_dirs, reference, figures, caught,
-             options, extra_sections=()) -> AnalysisResult:
+             options, extra_sections=(), ranges=None) -> AnalysisResult:
     # Imported once the input has been read and validated: a bad input is reported without waiting for them.
     from gate.analysis import figures as figs
     from gate.analysis.correlations import COLUMNS as CORR_COLUMNS
@@ -94,7 +100,7 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
     meta = load_benchmark_meta(benchmarks_file, dataset_config_dirs, tier_metrics, benchmark_meta)
     notes_vs_gate = {k: m.notes_vs_gate for k, m in meta.items() if m.notes_vs_gate}
     files.update(write_tables(summary, out, notes_vs_gate))
-    tiers_table, bench_info = tier_summary(summary, tiers or {}, meta, partial=partial_tiers)
+    tiers_table, bench_info = tier_summary(summary, tiers or {}, meta, partial=partial_tiers, ranges=ranges)
     tiers_table.to_csv(out / "tiers.csv", index=False)
     bench_info.to_csv(out / "tiers_benchmarks.csv", index=False)
     files["tiers.csv"], files["tiers_benchmarks.csv"] = out / "tiers.csv", out / "tiers_benchmarks.csv"
@@ -104,7 +110,7 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         files["published_check.csv"] = out / "published_check.csv"
     if (summary["kind"] == "score").any():
         corr, pairs = score_target_correlations(summary, target=target, meta=meta, relative=relative,
-                                                num_classes=num_classes)
+                                                num_classes=num_classes, ranges=ranges)
         if corr.empty:
             warnings.warn("no (dataset, score, target) with results for at least 3 encoders: "
                           "correlations.csv is empty", stacklevel=3)

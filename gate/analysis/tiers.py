@@ -4,9 +4,13 @@ over a tier's benchmarks (and over each GATE paper group's), and the encoder's r
 Rules (documented in the README and in ``tiers_benchmarks.csv``, which lists every benchmark used):
 
 * A benchmark is represented by one metric (:mod:`gate.analysis.meta` says which and why), put on one scale,
-  0–1 with higher better, by the range declared for that metric (:func:`gate.analysis.meta.tier_scale`: its
-  source's declaration, else the metric registry's); that value is what is averaged, and ``tiers_benchmarks.csv``
-  says how each entered (``range``, ``range_from``, ``entered_as``).
+  0–1 with higher better, by the range declared for that metric (:func:`gate.analysis.meta.tier_scale`: the
+  command line's ``ranges``, its source's declaration, else the metric registry's); that value is what is
+  averaged, and ``tiers_benchmarks.csv`` says how each entered (``range``, ``range_from``, ``entered_as``).
+* A benchmark with a value outside its metric's declared range (a published table in percent, where the registry
+  says [0, 1]) enters no mean: every tier and group mean that needs it is skipped, with one warning naming the
+  first such value and the setting that declares the table's range (``ranges={acc@1:[0,100]}``); its row of
+  ``tiers_benchmarks.csv`` says ``not entered``. A scale is never guessed from the values.
 * Missing values are not filled: an encoder that lacks any benchmark of a tier (or group) gets no
   mean (empty cell) for it — a mean over fewer benchmarks is not comparable. ``partial=True``
   averages over the benchmarks it has instead, and the number used is reported.
@@ -26,7 +30,10 @@ from typing import Any
 
 import pandas as pd
 
-from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, note_of, tier_scale
+from gate.analysis.meta import BenchmarkMeta, OutsideRange, choose_tier_metric, note_of, range_fix, tier_scale
+
+#: ``tiers_benchmarks.csv``'s ``entered_as`` for a benchmark whose values fall outside its metric's range.
+NOT_ENTERED = "not entered: a value outside the metric's range"
 
 
 def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
@@ -56,15 +63,15 @@ def tier_benchmarks(tiers: Mapping[str, Any]) -> dict[str, list[str]]:
     return out
 
 
-def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMeta]
-                          ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMeta],
+                          ranges: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Encoders × benchmarks of representative values on the tier scale (0–1, higher is better), and one info row
-    per benchmark saying how it entered.
+    per benchmark saying how it entered (a benchmark outside its range: no column, ``entered_as`` :data:`NOT_ENTERED`).
 
     ``summary`` is the output of :func:`gate.analysis.load.summarize` (only fine-tuning rows are used).
     """
     ft = summary[summary["kind"] == "finetune"]
-    columns, info, undeclared = {}, [], []
+    columns, info, undeclared, outside = {}, [], [], []
     notes = {k: v.notes_vs_gate for k, v in meta.items() if v.notes_vs_gate}
     for bench, rows in ft.groupby("benchmark", sort=False):
         dataset = rows["dataset"].iloc[0]
@@ -75,21 +82,31 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
             continue
         sel = rows[rows["metric"] == rep.metric]
         hib = bool(sel["higher_is_better"].iloc[0])
-        scale = tier_scale(rep, hib)
-        columns[bench], entered = scale.apply(sel.set_index("encoder")["mean"], f"benchmark {bench!r}, metric "
-                                                                                f"{rep.metric!r}")
+        scale = tier_scale(rep, hib, ranges)
+        try:
+            columns[bench], entered = scale.apply(sel.set_index("encoder")["mean"],
+                                                  f"benchmark {bench!r}, metric {rep.metric!r}", rep.metric)
+        except OutsideRange as err:
+            outside.append(err)
+            entered = NOT_ENTERED
         if scale.range is None:
             undeclared.append(f"{bench} ({rep.metric})")
         group = _first(rows["paper_group"]) or (m.paper_group if m is not None else "") or ""
         info.append({"benchmark": bench, "dataset": dataset, "paper_group": group, "metric": rep.metric,
                      "higher_is_better": hib, "range": _range_text(scale.range), "range_from": scale.declared_by,
-                     "entered_as": entered, "n_encoders": int(columns[bench].notna().sum()), "chosen_by": rep.why,
+                     "entered_as": entered, "n_encoders": int(sel["mean"].notna().sum()), "chosen_by": rep.why,
                      "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True,
                      "vs_gate": note_of(bench, notes), "capped": _first(sel["capped"]) if "capped" in sel else ""})
     if undeclared:
         warnings.warn(f"no declared range for {undeclared}: entered on their own scale (negated when lower is "
                       f"better), so the tier and group means mix scales; declare tier_range in the dataset config or "
                       f"range in a benchmarks file (docs/tiers.md)", stacklevel=2)
+    if outside:
+        more = f" (and {len(outside) - 1} more benchmark(s))" if len(outside) > 1 else ""
+        warnings.warn(f"tier and group means skipped where they need a benchmark whose values are outside their "
+                      f"metric's range: {outside[0]}{more}. A table in percent? Declare its range on the command "
+                      f"line: {range_fix(e.metric for e in outside)} (tables, correlations and figures need no scale "
+                      f"and are computed)", stacklevel=2)
     values = pd.DataFrame(columns)
     return values, pd.DataFrame(info, columns=INFO_COLUMNS)
 
@@ -112,21 +129,25 @@ it is shown."""
 
 
 def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[str, BenchmarkMeta],
-                 partial: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+                 partial: bool = False, ranges: Mapping[str, Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(tiers table, benchmark info).
 
     The tiers table has one row per encoder and, per tier then per GATE paper group, the columns
     ``tier:<name>``, ``tier:<name>:rank`` and ``group:<paper_group>``, ``group:<paper_group>:rank``
     (plus ``...:n`` with the number of benchmarks averaged when ``partial``).
     """
-    values, info = representative_values(summary, meta)
+    values, info = representative_values(summary, meta, ranges)
+    unscaled = set(info.loc[info["entered_as"] == NOT_ENTERED, "benchmark"])  # warned about once, above
     encoders = list(dict.fromkeys(summary.loc[summary["kind"] == "finetune", "encoder"]))
     # Non-main protocol variants of a dataset are shown in the tables but never averaged.
-    values = values.reindex(index=encoders, columns=info.loc[info["in_means"].astype(bool), "benchmark"].tolist())
+    values = values.reindex(index=encoders, columns=info.loc[info["in_means"].astype(bool) & ~info["benchmark"].isin(
+        unscaled), "benchmark"].tolist())
     out = pd.DataFrame(index=pd.Index(encoders, name="encoder"))
     info = info.copy()
     info["tiers"] = ""
     for name, keys in tier_benchmarks(tiers).items():
+        if unscaled.intersection(keys):
+            continue
         present = [k for k in keys if k in values.columns]
         missing = [k for k in keys if k not in values.columns]
         if not present:
@@ -149,7 +170,7 @@ def tier_summary(summary: pd.DataFrame, tiers: Mapping[str, Any], meta: Mapping[
             ",".join(filter(None, [t, name])) for t in info.loc[info["benchmark"].isin(present), "tiers"]]
     groups = info[info["in_means"].astype(bool)].groupby("paper_group", sort=False)["benchmark"].apply(list)
     for group, benches in groups.items():
-        if not group:
+        if not group or unscaled.intersection(benches):
             continue
         mean, n = _mean(values[benches], partial)
         _add(out, f"group:{group}", mean, n if partial else None)

@@ -21,7 +21,7 @@ def analyse(plain: dict[str, Any]):
         partial_tiers=bool(plain["partial_tiers"]), benchmark_meta=plain.get("benchmark_meta"),
         benchmarks_file=plain["benchmarks_file"],
         dataset_config_dirs=plain["dataset_config_dirs"] or [], reference=plain["reference"],
-        filters=plain["filters"] or {}, figures=bool(plain["figures"]),
+        filters=plain["filters"] or {}, figures=bool(plain["figures"]), ranges=plain["ranges"],
     )
 
 
