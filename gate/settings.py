@@ -508,10 +508,12 @@ SCORE = Section("a gate-score setting", {
 }, required=True, yaml="score.yaml")
 
 # ------------------------------------------------------------------------------------------------------ gate-tier
-#: gate-tier's ``launcher:`` section, shared by the launchers that read it: ``local`` (workers, poll_seconds) and
+#: gate-tier's ``launcher:`` section, shared by the launchers that read it: ``local`` (workers, threads, poll_seconds) and
 #: ``slurm`` / ``submitit_local`` (the rest, and poll_seconds).
 LAUNCHER = Section("a setting of gate-tier's launcher", {
-    "workers": Int(1, nullable=True, null_means="one per visible GPU, 1 on the CPU"),
+    "workers": Int(1, nullable=True, null_means="one per visible GPU; on the CPU one per core, as many as memory holds"),
+    "threads": Int(1, nullable=True, null_means="on the CPU the cores shared out among the workers; on GPUs torch's",
+                   meaning="torch threads of each local job (its OMP_NUM_THREADS)"),
     "partition": Str(nullable=True, null_means="the cluster's default"),
     "qos": Str(nullable=True, null_means="the cluster's default"),
     "account": Str(nullable=True, null_means="the cluster's default"),
