@@ -105,6 +105,27 @@ def write_target(path: str | os.PathLike, what: str = "file", make_parents: bool
     return target
 
 
+def output_folder(path: str | os.PathLike, key: str = "out") -> Path:
+    """``path`` as a folder outputs can go into: a folder, or nothing yet (made later); anything else (``out=/dev/null``,
+    a file, a FIFO) is refused in one line naming ``key``, before any work."""
+    path = Path(path).expanduser()
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        for parent in path.parents:
+            if parent.exists():
+                if not parent.is_dir():
+                    raise GateError(f"{key}={path} is inside {parent}, which is "
+                                    f"{file_kind(os.stat(parent).st_mode)}: give a folder for the outputs") from None
+                break
+        return path
+    if not stat.S_ISDIR(mode):
+        kind = "a regular file" if stat.S_ISREG(mode) else file_kind(mode)
+        raise GateError(f"{key}={path} is {kind}, not a folder: give a folder for the outputs (it is created when "
+                        f"missing)")
+    return path
+
+
 def disk_full(path: str | os.PathLike, what: str = "a file") -> str:
     """The one line for a write refused for want of space: where, and what to free."""
     folder = Path(path).parent if not Path(path).is_dir() else Path(path)
@@ -190,15 +211,41 @@ def atomic_write_text(path: str | os.PathLike, text: str, what: str = "a file", 
     return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), what, make_parents)
 
 
+class _KeepsWriteErrors:
+    """A file object for ``torch.save`` that remembers the OSError a write raised: once a first write went through,
+    torch's zip writer reports a later one as a RuntimeError ("unexpected pos ...") that names neither the disk nor
+    the file; the saver raises the OSError itself instead."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh = fh
+        self.error: OSError | None = None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
+
+
 def atomic_torch_save(path: str | os.PathLike, obj: object, what: str = "a file") -> Path:
-    """:func:`atomic_write` of ``torch.save(obj)``, written through a Python file object: saved to a file name,
-    torch reports a full disk as a RuntimeError ("unexpected pos ..."), through a file object as the OSError it is
-    (errno 28, which :func:`writing` names)."""
+    """:func:`atomic_write` of ``torch.save(obj)``, written through a Python file object whose write errors are
+    kept: torch reports a disk that fills mid-write as a RuntimeError ("unexpected pos ..."), saved to a file name
+    even when the first write fails; the OSError it is (errno 28) is raised instead, which :func:`writing` names."""
     import torch
 
     def save(tmp: str) -> None:
         with open(tmp, "wb") as fh:
-            torch.save(obj, fh)
+            out = _KeepsWriteErrors(fh)
+            try:
+                torch.save(obj, out)
+            except RuntimeError as err:
+                if out.error is not None:
+                    raise out.error from err
+                raise
 
     return atomic_write(path, save, what)
 

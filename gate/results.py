@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import errno
 import fcntl
 import hashlib
 import json
@@ -262,11 +263,18 @@ def git_describe(cwd: str | os.PathLike | None = None) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+#: How much of a store's first line is read to tell a store from another file (a record line is a few KB).
+_FIRST_LINE_BYTES = 1 << 20
+
+
 class ResultsStore:
     """An append-only JSONL file of :class:`Record` rows."""
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path).expanduser().resolve()
+        given = Path(path).expanduser().absolute()
+        # messages name the path the user gave (a link named as such), not only where it leads
+        self.shown = f"{given} (a link to {self.path})" if given != self.path else str(self.path)
 
     def __repr__(self) -> str:
         return f"ResultsStore({str(self.path)!r})"
@@ -282,10 +290,11 @@ class ResultsStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # checked before the open (a FIFO would wait for a reader) and on the open file (nothing swapped it)
             self._refuse_unless_regular(os.stat(self.path).st_mode if self.path.exists() else stat.S_IFREG)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
             try:
                 self._refuse_unless_regular(os.fstat(fd).st_mode)
                 fcntl.flock(fd, fcntl.LOCK_EX)
+                self._refuse_unless_a_store(fd)
                 size = os.fstat(fd).st_size
                 if size > 0 and not _ends_with_newline(self.path, size):
                     payload = b"\n" + payload  # a previous writer crashed mid-line: never glue onto it
@@ -301,6 +310,59 @@ class ResultsStore:
             raise GateError(f"results store {self.path} is {file_kind(mode)}, not a regular file: gate appends "
                             f"records to a regular file only; set paths.results to a file path")
 
+    def _refuse_unless_a_store(self, fd: int) -> None:
+        """A file whose first line is not a record is not a results store (a link to someone's notes would be
+        warned about line by line, then appended to). A torn line is a crash's trace and is allowed anywhere but
+        first; a first line torn by a crash still begins a record (``{"``)."""
+        head = os.pread(fd, _FIRST_LINE_BYTES, 0)
+        if not head:
+            return
+        line, newline, _ = head.partition(b"\n")
+        try:
+            row = json.loads(line) if newline else None
+        except ValueError:
+            row = None
+        if newline and not (isinstance(row, dict) and {"experiment", "metric", "value"} <= set(row)):
+            raise GateError(f"{self.shown} is not a results store: its first line is not a record "
+                            f"({line[:60].decode('utf-8', 'replace')!r}); gate writes nothing to it: move it away "
+                            f"or set paths.results (or paths.root) elsewhere")
+        if not newline and not line.lstrip().startswith(b'{"'):
+            raise GateError(f"{self.shown} is not a results store: it holds no record; gate writes nothing to it: "
+                            f"move it away or set paths.results (or paths.root) elsewhere")
+
+    def check_writable(self) -> None:
+        """Before any work (a run trains for hours before it appends): the store is a results store this process can
+        append to, or one line saying why not and what to do. Nothing is written."""
+        with writing(self.path, "records"):
+            if not self.path.exists():
+                folder = self.path.parent
+                folder.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.close(os.open(folder, os.O_RDONLY | os.O_DIRECTORY))
+                    probe = folder / f".{self.path.name}.{uuid.uuid4().hex[:8]}.write-test"
+                    os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+                    os.unlink(probe)
+                except OSError as err:
+                    raise GateError(self._unwritable(err)) from None
+                return
+            self._refuse_unless_regular(os.stat(self.path).st_mode)
+            try:
+                fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError as err:
+                if err.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ETXTBSY):
+                    raise GateError(self._unwritable(err)) from None
+                raise
+            try:
+                self._refuse_unless_regular(os.fstat(fd).st_mode)
+            finally:
+                os.close(fd)
+            with open_regular(self.path, "results store") as fh:
+                self._refuse_unless_a_store(fh.fileno())
+
+    def _unwritable(self, err: OSError) -> str:
+        return (f"the results store {self.shown} cannot be written ({err.strerror or err}): make it (and its folder) "
+                f"writable, or set another paths.root (or paths.results); nothing was run")
+
     def append_set(self, records: Iterable[Record], facts: Mapping[str, Any] | None = None) -> int:
         """Append one experiment's complete record set: each record gets the set's attempt id, its size and
         ``facts``; a reader counts the set only when all of it is there (:meth:`complete_sets`)."""
@@ -311,8 +373,13 @@ class ResultsStore:
                            for r in records)
 
     def records(self) -> list[dict[str, Any]]:
-        """All well-formed records, in the order they were written. Corrupt lines are skipped with a warning."""
-        return list(read_jsonl(self.path)) if self.path.exists() else []
+        """All well-formed records, in the order they were written. Corrupt lines are skipped with a warning; a file
+        whose first line is not a record is refused (it is not a store)."""
+        if not self.path.exists():
+            return []
+        with open_regular(self.path, "records file") as fh:
+            self._refuse_unless_a_store(fh.fileno())
+        return list(read_jsonl(self.path))
 
     def complete_records(self, experiment: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         """The records of complete sets only (a set torn by a crash is left out), optionally of one experiment."""
@@ -375,7 +442,19 @@ class ExperimentLock:
         from .errors import GateError
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Never through a link (a planted <run>/lock -> a file outside paths.root would be truncated and written), and
+        # without blocking on a FIFO: the lock must be a regular file of its own
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            if err.errno == errno.ELOOP:
+                raise GateError(f"lock {self.path} is a link (to {os.path.realpath(self.path)}): gate writes no file "
+                                f"under paths.root through a link; remove it and run again") from None
+            raise
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            kind = file_kind(os.fstat(fd).st_mode)
+            os.close(fd)
+            raise GateError(f"lock {self.path} is {kind}, not a regular file: remove it and run again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -110,7 +110,7 @@ class Setting:
             what = f"one of {list(self.choices)}"
         elif self.kind in ("int_list", "str_list"):
             what = ("a non-empty " if self.min_items else "a ") + "list of " + (
-                "integers" + (f" >= {self.low}" if self.low is not None else "") if self.kind == "int_list"
+                "integers" + (f" {self._range()}" if self._range() else "") if self.kind == "int_list"
                 else "non-empty strings") + (", each once" if self.unique else "")
         else:
             what = {"bool": "true or false", "str": "a non-empty string", "list": "a list", "any": "any value",
@@ -325,6 +325,15 @@ def check(values: Any, section: Section, prefix: str = "", *, owner: str = "") -
     return problems
 
 
+def passed_on(values: Any, section: Section, prefix: str) -> list[str]:
+    """``prefix.key=value`` for each key of ``values`` that ``section`` does not declare and hands on to its
+    ``_target_`` unchecked (Lightning's Trainer, a torch optimizer): named when that target rejects one."""
+    if not isinstance(values, Mapping):
+        return []
+    declared = set(section.settings) | set(section.meta)
+    return [f"{prefix}.{k}={show(v)}" for k, v in values.items() if k not in declared]
+
+
 # ------------------------------------------------------------------------------------- defaults, from the YAML
 def conf_dir() -> Path:
     """The packaged config directory (conf/, shipped as gate.conf)."""
@@ -376,6 +385,9 @@ WORKERS = Int(0, alt=(Choice(AUTO),), expect=f"an integer >= 0 or {AUTO}",
 PIN_MEMORY = Bool(alt=(Choice(AUTO),), expect=f"true, false or {AUTO}",
                   meaning="pinned host memory for a CUDA device; auto: on where the run uses CUDA")
 SAMPLES = Int(1, nullable=True, null_means="the whole split")
+#: The largest seed: numpy's generators and Lightning's seed_everything take 0 .. 2**32 - 1 (a larger one failed
+#: deep in numpy, naming no key).
+SEED_MAX = 2**32 - 1
 
 
 # ------------------------------------------------------------------------------------------------------ gate-run
@@ -435,6 +447,8 @@ TRAINER = Section("a setting of the trainer", {
     "gradient_clip_val": Float(0.0, nullable=True, null_means="no clipping",
                                meaning="clip gradients to this norm (0 or null: none)"),
     "deterministic": Bool(alt=(Choice("warn"),), meaning="torch's deterministic algorithms (warn: warn only)"),
+    "accumulate_grad_batches": Int(1, optional=True, meaning="batches whose gradients make one optimizer step "
+                                                             "(Lightning divides by it: 0 failed mid-run)"),
 }, rules=(Rule(("val_check_interval", "max_steps"), lambda n, every, steps: None if not _is_int(every) or every <= steps
                else f"{n[0]}={every} is invalid: it is larger than {n[1]}={steps}: no checkpoint would ever be "
                     f"validated"),),
@@ -462,7 +476,7 @@ PATHS = Section("a paths setting", {key: Setting("any") if key == "root" else St
                 others="keep", yaml="paths/default.yaml", meaning="the paths group (paths=default)")
 
 RUN = Section("a gate-run setting", {
-    "seed": Int(0, meaning="the run's randomness: initialisation, data order, the train cap"),
+    "seed": Int(0, SEED_MAX, meaning="the run's randomness: initialisation, data order, the train cap"),
     "image_size": Int(1, meaning="input resolution of image encoders (they interpolate it)"),
     "force": Bool(meaning="rerun an experiment the results store already holds"),
     "ensembles": Setting("int_list", low=1, min_items=1,
@@ -486,7 +500,7 @@ RUN = Section("a gate-run setting", {
 
 # ---------------------------------------------------------------------------------------------------- gate-score
 SCORE = Section("a gate-score setting", {
-    "seed": Int(0, meaning="fixes the dataset's splits and the max_samples subsample"),
+    "seed": Int(0, SEED_MAX, meaning="fixes the dataset's splits and the max_samples subsample"),
     "image_size": Int(1, meaning="input resolution of image encoders"),
     "split": Choice(*SPLITS, meaning="the split whose features are scored"),
     "max_samples": Int(2, nullable=True, null_means="the whole split", meaning="seeded cap on that split"),
@@ -536,7 +550,8 @@ TIER_RUN = Section("a gate-tier setting", {
     "launcher": LAUNCHER,
     "tier_file": Str(nullable=True, null_means="the tier group's choice"),
     "encoders": Setting("str_list", min_items=1, unique=True),
-    "seeds": Setting("int_list", low=0, min_items=1, unique=True, nullable=True, null_means="the tier's seeds"),
+    "seeds": Setting("int_list", low=0, high=SEED_MAX, min_items=1, unique=True, nullable=True,
+                     null_means="the tier's seeds"),
     "overrides": Setting("str_list", meaning="gate-run overrides for every experiment"),
     "launch": Str(meaning="the launcher (gate.tiers.launchers.get_launcher names the valid ones)"),
     "out": Str(nullable=True, null_means="no file; only for launch=json"),
@@ -548,8 +563,8 @@ TIER_RUN = Section("a gate-tier setting", {
 #: A tier file (conf/tier/<name>.yaml, or a user's): its entries are checked by gate.tiers.spec.parse_tier.
 TIER_FILE = Section("a tier key", {
     "name": Str(optional=True, meaning="the tier's name (its run folder and reports; default: the file's)"),
-    "seeds": Setting("int_list", low=0, min_items=1, alt=(Int(0),), optional=True,
-                     expect="a non-empty list of integers >= 0", meaning="the seeds every entry runs (absent: [0])"),
+    "seeds": Setting("int_list", low=0, high=SEED_MAX, min_items=1, alt=(Int(0, SEED_MAX),), optional=True,
+                     expect=f"a non-empty list of integers in [0, {SEED_MAX}]", meaning="the seeds every entry runs (absent: [0])"),
     "score": Bool(optional=True, meaning="gate-score the tier's classification datasets afterwards (absent: no)"),
     "use_paper_protocol": Bool(optional=True, meaning="each dataset's paper_protocol first (absent: no)"),
     "overrides": Setting("any", optional=True, meaning="gate-run overrides for every entry"),
@@ -579,7 +594,7 @@ RANK = Section("a gate-rank setting", {
     "overhead_steps": Float(0.0, meaning="fixed cost of a run in training-step equivalents"),
     "scores": Setting("str_list", meaning="zero-training scores that seed the first rung"),
     "baseline_scores": Setting("str_list", meaning="scores compared with the proxy"),
-    "seed": Int(0, nullable=True, null_means="the tier's first"),
+    "seed": Int(0, SEED_MAX, nullable=True, null_means="the tier's first"),
     "overrides": Setting("str_list", meaning="gate-run overrides for every experiment"),
     "use_full_runs": Bool(),
     "validate": Bool(),
@@ -589,12 +604,13 @@ RANK = Section("a gate-rank setting", {
 }, required=True, yaml="rank.yaml")
 
 # ----------------------------------------------------------------------------------------------------- gate-eevee
-#: The search settings of gate-eevee (conf/eevee.yaml) that gate.analysis.eevee.EeveeConfig holds; the CLI's own
-#: keys (table, out, k, importance, figures) are read by gate/cli/eevee.py.
+#: The search settings of gate-eevee (conf/eevee.yaml) that gate.analysis.eevee.EeveeConfig holds; the command's own
+#: keys (table, out, k, importance, figures) complete them in :data:`EEVEE_COMMAND`.
 EEVEE = Section("a gate-eevee setting", {
     **{key: Int(low, expect=f"an integer >= {low}") for key, low in (
         ("hidden", 1), ("epochs", 1), ("n_splits", 1), ("population", 1), ("keep", 1), ("children", 1), ("chunk", 1),
-        ("generations", 0), ("seed", 0))},
+        ("generations", 0))},
+    "seed": Int(0, SEED_MAX, expect=f"an integer in [0, {SEED_MAX}]"),
     **{key: Int(1, nullable=True, expect="an integer >= 1 or null") for key in ("workers", "threads")},
     "lr": Float(0.0, low_open=True, expect="a finite number > 0", meaning="the meta-model's learning rate"),
     "weight_decay": Float(0.0, expect="a finite number >= 0"),
@@ -603,11 +619,55 @@ EEVEE = Section("a gate-eevee setting", {
     "progress": Bool(),
 }, meta=())
 
+#: gate-eevee's whole command (conf/eevee.yaml): the search above and the command's own keys.
+EEVEE_COMMAND = Section("a gate-eevee setting", {
+    **EEVEE.settings,
+    "table": Str(meaning="the performance table (gate-analysis' table.csv, a wide or long CSV, JSONL records)"),
+    "out": Str(nullable=True, null_means="<table dir>/eevee"),
+    "k": Int(1, alt=(Setting("int_list", low=1, min_items=1), Str(pattern=r"\s*\d+\s*-\s*\d+\s*")),
+             expect="a subset size >= 1, a list [1,2,3] or a range 1-8", meaning="the subset size(s) searched"),
+    "importance": Bool(meaning="leave-one-out importance of the best subset's members"),
+    "figures": Bool(),
+    "paths": PATHS,
+}, required=True, yaml="eevee.yaml", meta=())
+
+# --------------------------------------------------------------------------------------------------- gate-analysis
+ANALYSIS = Section("a gate-analysis setting", {
+    "results": Str(meaning="the results: the store's JSONL, a long CSV or a wide CSV (the paper's layout)"),
+    "out": Str(nullable=True, null_means="next to the results"),
+    "split": Str(nullable=True, null_means="every split", meaning="the fine-tuning split analysed"),
+    "score_split": Str(nullable=True, null_means="every split", meaning="the split of the scores analysed"),
+    "target": Setting("any", nullable=True, null_means="each dataset's representative metric",
+                      meaning="the fine-tuning metric(s) correlated with the scores"),
+    "relative": Bool(meaning="correlate with relative accuracy (acc - 1/C) / (1/C)"),
+    "num_classes": Setting("mapping", nullable=True, meaning="classes per dataset for relative accuracy"),
+    "tier_metrics": Setting("mapping", nullable=True, meaning="representative metric overrides per dataset"),
+    "partial_tiers": Bool(meaning="average a tier over the benchmarks present"),
+    "benchmarks_file": Str(nullable=True, null_means="none", meaning="an extra file of benchmark metadata"),
+    "ranges": Setting("mapping", nullable=True, null_means="the declared ranges",
+                      meaning="the table's own range of a metric: {acc@1: [0, 100]}"),
+    "dataset_config_dirs": Setting("str_list", meaning="extra directories of dataset configs"),
+    "reference": Str(nullable=True, meaning="the ranking heatmap's reference benchmark"),
+    "filters": Setting("mapping", nullable=True, meaning="keep only matching records"),
+    "figures": Bool(),
+    "paths": PATHS,
+    "tiers": Setting("mapping", optional=True, meaning="the tiers summarised (tier@tiers.<name>)"),
+    "benchmark_meta": Setting("mapping", optional=True, meaning="the GATE paper's benchmark metadata (its group)"),
+}, required=True, yaml="analysis.yaml", meta=())
+
+# ------------------------------------------------------------------------------------------------------ gate-data
+DATA_COMMAND = Section("a gate-data setting", {
+    "force": Bool(meaning="prepare: download again (online) and recompute the split manifest"),
+    "adapter": Group("adapter", "composed because dataset configs name their default adapter; not used"),
+    "dataset": Group("dataset", "dataset=cifar100", nullable=True, null_means="every dataset (gate-data list)"),
+    "paths": PATHS,
+}, required=True, yaml="data.yaml", meta=())
+
 # -------------------------------------------------------------------------------------------------------- dataset
 #: The split recipe of a dataset whose source lacks splits (gate.data.manifest); its defaults live in
 #: conf/dataset_defaults/splits.yaml.
 SPLIT_RECIPE = Section("a setting of dataset.splits", {
-    "seed": Int(0, meaning="the seed the missing splits are carved with (never the run seed)"),
+    "seed": Int(0, SEED_MAX, meaning="the seed the missing splits are carved with (never the run seed)"),
     "val_fraction": Float(0.0, 1.0, low_open=True, high_open=True, meaning="val carved from what train keeps"),
     "test_fraction": Float(0.0, 1.0, low_open=True, high_open=True, meaning="test carved from train"),
     "group_column": Str(nullable=True, null_means="rows stand alone", meaning="rows of one group on one side"),

@@ -36,6 +36,8 @@ _received: int | None = None   # the first stop signal this process received
 _critical = 0                  # depth of critical() blocks: a signal inside one is raised when it ends
 _reported = False
 _installed = False
+_at_exit = False               # the exit report has run: a signal now must say its line itself
+_recorded: str | None = None   # what this process finished and stored (a stop after it loses nothing)
 
 
 class Stopped(SystemExit):
@@ -58,10 +60,20 @@ def signal_name(signum: int) -> str:
 
 
 def message(signum: int) -> str:
-    """The one line a stopped process leaves."""
+    """The one line a stopped process leaves: whether what it ran was stored, and what to do."""
+    if _recorded is not None:
+        return (f"[gate] stopped by {signal_name(signum)} (exit code {128 + signum}) after its records were written: "
+                f"{_recorded} is complete in the results store; a rerun of the same command skips it")
     return (f"[gate] stopped by {signal_name(signum)} (exit code {128 + signum}): nothing was recorded for an "
             f"unfinished experiment; rerun the same command to go on (an unfinished run resumes from its last "
             f"checkpoint)")
+
+
+def recorded(what: str) -> None:
+    """Say that ``what`` (an experiment) is now stored whole: a stop after this point says so, not "nothing was
+    recorded"."""
+    global _recorded
+    _recorded = what
 
 
 def received() -> int | None:
@@ -85,10 +97,10 @@ def install() -> None:
 def uninstall(previous: dict[int, object]) -> None:
     """Put back the handlers ``previous`` (``{signum: handler}``) and forget a received signal (tests that call an
     entry point in their own process)."""
-    global _received, _reported
+    global _received, _reported, _recorded, _at_exit
     for signum, handler in previous.items():
         signal.signal(signum, handler)
-    _received, _reported = None, False
+    _received, _reported, _recorded, _at_exit = None, False, None, False
 
 
 def _handle(signum: int, frame: object) -> None:
@@ -96,13 +108,16 @@ def _handle(signum: int, frame: object) -> None:
     if _received is not None:
         return  # already stopping: a repeat (a launcher passing it on, a second Ctrl-C) must not cut the clean-up
     _received = signum
+    if _at_exit:
+        _report()  # the exit report has run already: nobody else would say it (a stop in a run's last moment)
     if _critical:
         return  # raised when the critical block ends
     raise Stopped(signum)
 
 
 def _report() -> None:
-    global _reported
+    global _reported, _at_exit
+    _at_exit = True
     if _received is not None and not _reported:
         _reported = True
         print(message(_received), file=sys.stderr, flush=True)

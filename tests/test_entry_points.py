@@ -58,3 +58,18 @@ def test_a_renamed_key_names_its_new_name(tmp_path, monkeypatch, capsys):
     proc = call_cli(run.main, [f"paths.root={tmp_path}", "experiment=paper_finetune"], capsys, prog="gate-run")
     line = _one_line(proc, "gate-run")
     assert "preset=paper_finetune" in line and "renamed" in line, line
+
+
+@pytest.mark.parametrize("cmd", CMDS)
+def test_a_key_added_with_plus_that_nothing_reads_is_refused(cmd, tmp_path, monkeypatch, capsys):
+    """``+partial_tier=true`` (for partial_tiers) or ``+foo=1`` composes, since ``+`` adds a key; every command
+    refuses a key nothing reads, naming it, before any work."""
+    monkeypatch.chdir(tmp_path)
+    main, first = _mains()[cmd]
+    extra = ["dataset=digits"] if cmd == "gate-data" else []
+    first = ["prepare"] if cmd == "gate-data" else first
+    proc = call_cli(main, [*first, f"paths.root={tmp_path / 'root'}", *extra, "+foo=1"], capsys, prog=cmd)
+    line = _one_line(proc, cmd)
+    assert f"foo is not a {cmd} setting (+foo=... adds a key nothing reads)" in line, line
+    assert not (tmp_path / "root" / "results").exists() and not (tmp_path / "root" / "reports").exists()
+    assert not (tmp_path / "root" / "splits").exists()

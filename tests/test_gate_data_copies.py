@@ -374,7 +374,7 @@ def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
     assert captured.out == "" and captured.err.count("\n") == 1
     assert "dataset=cifar1000 is not a known dataset; known: acdc, ade20k," in captured.err
     err = one_error_line(capsys, ["prepare", "dataset=cifar100", "force=yes please", root])
-    assert "force='yes please' must be true or false" in err
+    assert "force='yes please' is invalid: expected true or false" in err
 
 
 def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys, monkeypatch):

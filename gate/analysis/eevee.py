@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..files import output_folder
 from ..settings import EEVEE, check
 
 MISSING_POLICIES = EEVEE.settings["missing"].choices  # mask | drop_encoders
@@ -675,6 +676,7 @@ def run_eevee(table: PerformanceTable | str | Path | pd.DataFrame, ks: int | Seq
     ``summary.csv`` and the figures under ``out``. ``cfg.threads`` limits the CPU threads for the duration
     of the call only (:func:`cpu_threads`)."""
     cfg = cfg or EeveeConfig()
+    out = output_folder(out, "out")  # out=/dev/null: one line naming the key, before the search
     with cpu_threads(cfg.threads):
         return _run_eevee(table, ks, out, cfg, with_importance, figures)
 

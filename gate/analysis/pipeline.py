@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from gate.analysis.load import load_results, summarize
+from gate.files import output_folder
 
 
 @dataclasses.dataclass
@@ -58,7 +59,7 @@ def run_analysis(results: str | Path, out: str | Path | None = None, *, split: s
     from gate.analysis.meta import parse_ranges
 
     ranges = parse_ranges(ranges)  # a bad value is one line before the results are read
-    out = Path(out) if out else default_out(results)
+    out = output_folder(out, "out") if out else default_out(results)
     caught: list = []
     try:
         with warnings.catch_warnings(record=True) as caught:

@@ -6,9 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from gate.cli.common import hydra_entry, prepare_process, run_cli
+from gate.engine.validate import validate_command_config
+from gate.settings import ANALYSIS
 
 
 def analyse(plain: dict[str, Any]):
@@ -28,7 +30,7 @@ def analyse(plain: dict[str, Any]):
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="analysis")
 def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)  # temp files and matplotlib's cache under paths.root
-    plain = run_cli("gate-analysis", OmegaConf.to_container, cfg, resolve=True)
+    plain = run_cli("gate-analysis", validate_command_config, cfg, ANALYSIS, "gate-analysis config")
     result = run_cli("gate-analysis", analyse, plain)
     s = result.summary
     print(f"[gate] analysed {plain['results']}: {s['encoder'].nunique()} encoder(s), "

@@ -120,6 +120,28 @@ def fail(cmd: str, message: str) -> NoReturn:
     sys.exit(2)
 
 
+#: What to lower when a command runs out of memory (the settings that size what it holds at once).
+MEMORY_HINTS = {
+    "gate-run": "data.batch_size and data.eval_batch_size (the batches), image_size, or data.max_train_samples",
+    "gate-score": "max_samples (the rows whose features are held at once) or batch_size (the feature pass's batch)",
+    "gate-tier": "the jobs' data.batch_size or image_size (overrides=[...]), or launcher.workers (jobs at once)",
+    "gate-rank": "the runs' data.batch_size or image_size (overrides=[...])",
+    "gate-eevee": "population or chunk (the candidates trained at once), or workers",
+    "gate-analysis": "the table (filters=... keeps part of it)",
+    "gate-data": "nothing gate sets: the dataset's preparation needs more memory than this machine has free",
+}
+#: The stage each command's library call is, as a user reads it.
+STAGES = {"run_finetune": "fine-tuning", "run_score": "scoring (the feature pass and the scores)",
+          "search": "the subset search", "analyse": "the analysis", "score_tier": "the tier's scores",
+          "rank": "ranking", "run": "ranking (its short runs and scores)"}
+
+
+def out_of_memory(err: BaseException) -> bool:
+    """Python's MemoryError, torch's CPU allocator failing, or a CUDA out-of-memory error."""
+    return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or (
+        isinstance(err, RuntimeError) and "can't allocate memory" in str(err))
+
+
 def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """``fn(*args, **kwargs)``; any failure becomes ``<cmd>: error: <what>`` on stderr and exit code 2."""
     try:
@@ -129,6 +151,10 @@ def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except BaseException as err:  # noqa: BLE001 - the whole point: no traceback for the user
         if debug_enabled():
             raise
+        if out_of_memory(err):
+            stage = STAGES.get(getattr(fn, "__name__", ""), getattr(fn, "__name__", "the command"))
+            fail(cmd, f"memory ran out during {stage} ({type(err).__name__}); lower "
+                      f"{MEMORY_HINTS.get(cmd, 'the sizes this command holds at once')}")
         fail(cmd, describe(err))
 
 

@@ -35,8 +35,13 @@ def compose(overrides: Sequence[str]) -> DictConfig:
 
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
+    from gate.engine.validate import validate_command_config
+    from gate.settings import DATA_COMMAND
+
     with initialize_config_module("gate.conf", version_base=None):
-        return hydra_compose("data", overrides=list(overrides))
+        cfg = hydra_compose("data", overrides=list(overrides))
+    validate_command_config(cfg, DATA_COMMAND, "gate-data config")  # +foo=1 (a key nothing reads), force=abc
+    return cfg
 
 
 def dataset_keys() -> list[str]:
@@ -83,10 +88,7 @@ def compose_dataset(overrides: Sequence[str], action: str) -> DictConfig:
     names = dataset_names(overrides)
     if len(names) != 1:
         raise ConfigError(f"gate-data {action} needs one dataset=<key>; known: {', '.join(dataset_keys())}")
-    cfg = compose(overrides)
-    if not isinstance(cfg.get("force"), bool):  # conf/data.yaml states it
-        raise ConfigError(f"force={cfg.get('force')!r} must be true or false")
-    return cfg
+    return compose(overrides)
 
 
 def do_prepare(overrides: Sequence[str]) -> None:

@@ -11,9 +11,11 @@ import re
 from typing import Any
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from gate.cli.common import hydra_entry, prepare_process, run_cli
+from gate.engine.validate import validate_command_config
+from gate.settings import EEVEE_COMMAND
 
 
 def k_values(k) -> list[int]:
@@ -59,7 +61,7 @@ def search(plain: dict[str, Any]):
 @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name="eevee")
 def _main(cfg: DictConfig) -> None:
     prepare_process(cfg)  # temp files and matplotlib's cache under paths.root
-    plain = run_cli("gate-eevee", OmegaConf.to_container, cfg, resolve=True)
+    plain = run_cli("gate-eevee", validate_command_config, cfg, EEVEE_COMMAND, "gate-eevee config")
     run, out = run_cli("gate-eevee", search, plain)
     for row in run.summary.itertuples(index=False):
         print(f"[gate] k={row.k}: best subset {row.best_subset.replace(';', ', ')} "

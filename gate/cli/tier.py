@@ -134,6 +134,10 @@ def _main(cfg: DictConfig) -> None:
         return
     if not pending:
         print(f"[gate] tier {tier.name}: all {len(plan.experiments)} experiment(s) are done; nothing to train", flush=True)
+    done = len(plan.experiments) - len(result.failed)
+    if done == 0:  # nothing to score or report on: the tier's own account, not an error about an empty store
+        _account(tier.name, plan, result, time.monotonic() - started)
+        sys.exit(1)
     score = tier.score if plain["score"] is None else plain["score"]
     score_ids: set[str] = set()
     score_failures: list[str] = []
@@ -150,15 +154,24 @@ def _main(cfg: DictConfig) -> None:
         summary = run_cli(CMD, summarise_tier, plan, plain["paths"]["reports"], score_ids=score_ids,
                           score_failures=score_failures, failed=result.failed)
         report = summary.report
-    elapsed = time.monotonic() - started
-    print(f"[gate] tier {tier.name}: {len(plan.experiments) - len(result.failed)} of {len(plan.experiments)} "
-          f"experiment(s) done, {len(result.failed)} failed; {elapsed / 60:.1f} min", flush=True)
-    for exp, log in result.failed:
-        print(f"  FAILED {exp.label} [{exp.id}]: log {log}", flush=True)
+    _account(tier.name, plan, result, time.monotonic() - started)
     if report is not None:
         print(f"[gate] report: {Path(report).resolve()}", flush=True)
     if result.failed:
         sys.exit(1)
+
+
+def _account(name: str, plan, result, elapsed: float) -> None:
+    """The tier's closing lines: how many experiments are done, which failed (or were stopped) and how to go on."""
+    failed = len(result.failed)
+    stopped = len(result.stopped)
+    print(f"[gate] tier {name}: {len(plan.experiments) - failed} of {len(plan.experiments)} experiment(s) done, "
+          f"{failed} failed{f' ({stopped} stopped by a signal)' if stopped else ''}; {elapsed / 60:.1f} min", flush=True)
+    for exp, log in result.failed:
+        print(f"  FAILED {exp.label} [{exp.id}]: log {log}", flush=True)
+    if failed:
+        print("[gate] rerun the same command to run what failed (done experiments are skipped, stopped ones resume "
+              "from their last checkpoint)", flush=True)
 
 
 def main() -> None:

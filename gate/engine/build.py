@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,8 @@ def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
     if isinstance(plain.get("paths"), dict):
-        plain["paths"] = {k: str(Path(v).expanduser().resolve()) if isinstance(v, str) else v
+        # absolute, but links kept as given: a message names the path the user set (records.jsonl, a link to ...)
+        plain["paths"] = {k: os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
                           for k, v in plain["paths"].items()}
     return plain
 

@@ -102,13 +102,29 @@ class GATEModel(L.LightningModule):
         if groups:
             taken = {id(p) for g in groups for p in g["params"]}
             params = [{"params": [p for p in params if id(p) not in taken]}] + [g for g in groups if g["params"]]
-        optimizer = self.optimizer_factory(params)
+        optimizer = _built(self.optimizer_factory, "recipe.optimizer", params)
         if self.scheduler_factory is None:
             return optimizer
-        scheduler = self.scheduler_factory(optimizer)
+        scheduler = _built(self.scheduler_factory, "recipe.scheduler", optimizer)
         return {"optimizer": optimizer, "lr_scheduler": {
             "scheduler": scheduler, "interval": self.scheduler_interval, "frequency": 1,
             "monitor": self.scheduler_monitor,
             # Right after resuming mid-epoch Lightning steps schedulers before any metric is logged:
             # skip that one update instead of failing.
             "strict": False}}
+
+
+def _built(factory: Any, section: str, *args: Any) -> Any:
+    """``factory(*args)`` (a recipe's optimizer or scheduler: a partial of its ``_target_``); a value the library
+    rejects (torch's "Invalid beta parameter at index 0: 2") is one line naming the keys passed on to it."""
+    try:
+        return factory(*args)
+    except (TypeError, ValueError, RuntimeError, KeyError) as err:
+        from gate.errors import ConfigError
+        from gate.settings import show
+
+        target = getattr(factory, "func", factory)
+        name = f"{getattr(target, '__module__', '')}.{getattr(target, '__qualname__', target)}".lstrip(".")
+        given = ", ".join(f"{section}.{k}={show(v)}" for k, v in (getattr(factory, "keywords", None) or {}).items())
+        raise ConfigError(f"{section} ({name}) rejected the settings passed on to it ({given or 'none'}): "
+                          f"{' '.join(str(err).split())}") from err

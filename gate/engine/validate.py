@@ -284,6 +284,15 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     return plain
 
 
+def validate_command_config(cfg: Any, section: settings.Section, what: str) -> dict[str, Any]:
+    """Check a composed root config against its declared ``section`` (gate-analysis' ANALYSIS, gate-eevee's
+    EEVEE_COMMAND, gate-data's DATA_COMMAND): a key nothing reads (``+partial_tier=true``) or a value of the wrong
+    type is one line before any work; returns it as plain resolved data."""
+    plain = _resolved(cfg)
+    _raise_if_any(check(plain, section), what)
+    return plain
+
+
 def validate_tier_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``tier_run.yaml`` (gate-tier's settings and its ``launcher:`` section, declared in
     :mod:`gate.settings`); returns it as plain resolved data. The tier file itself is checked when it is loaded

@@ -18,10 +18,12 @@ file, then rename).
 
 A cache file is used only when it is provably the pass asked for: its key file holds this very key (a file copied
 or renamed from another encoder's, dataset's or split's place names that one), its bytes hash to the sha256 the
-key file recorded (a tensor file replaced or edited does not), and its tensors fit the split (rows, finite
-features, and labels equal to the split's own). Anything else — and a file written before key files held a hash —
-is moved aside as ``<name>.corrupt-<time>`` with a warning saying why, and the features are extracted again: a
-cache can cost an extraction, never a wrong score.
+key file recorded (a tensor file replaced or edited does not), its tensors fit the split (rows, finite
+features, and labels equal to the split's own) and its features are as wide as the encoder declares (a copied
+tensor file with its hash written into the key file is another encoder's width). Both files must be regular files
+of their own: a FIFO, a link or a folder in their place is moved aside before anything reads it. Anything else —
+and a file written before key files held a hash — is moved aside as ``<name>.corrupt-<time>`` with a warning saying
+why, and the features are extracted again: a cache can cost an extraction, never a wrong score.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -37,7 +40,8 @@ import torch
 
 from ..engine.build import build_encoder, build_spec, build_splits, to_plain
 from ..engine.training.checkpoints import is_complete_checkpoint
-from ..files import atomic_torch_save, atomic_write_text, set_aside
+from ..errors import GateError
+from ..files import atomic_torch_save, atomic_write_text, file_kind, open_regular, set_aside
 from ..paths import inside
 from ..results import stable_hash
 
@@ -183,19 +187,29 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
         raise ValueError(f"dataset {spec.name!r} ({spec.task}) has no single-label target: transferability "
                          f"scores need class labels")
     splits = build_splits(key["dataset"], seed=key["seed"], max_samples={split: key["max_samples"]}, spec=spec)
+    if path is not None:
+        _set_aside_unless_regular(path)  # a FIFO, a link or a folder: moved aside before it is read or written
+    encoder = None
     if path is not None and path.is_file() and not refresh:
         from ..data.splits import labels_of
 
         truth = torch.as_tensor(labels_of(splits[split], column).astype("int64"))
         blob = _load_cached(path, key, truth)
         if blob is not None:
-            return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
-                              from_cache=True)
+            # Seeded from the experiment's seed (as below): the encoder whose declared width the features must have
+            encoder = build_encoder(key["encoder"], key["dataset"].get("modality"), seed=key["seed"])
+            width = int(blob["features"].shape[1])
+            if width == int(encoder.feature_dim):
+                return FeatureSet(blob["features"], blob["labels"], blob.get("source_probs"), dict(key), path,
+                                  from_cache=True)
+            _refuse_pair(path, f"a feature cache file whose features are {width} features wide where "
+                               f"{_describe(key)}'s encoder gives {int(encoder.feature_dim)} (another encoder's)")
 
     start = time.perf_counter()
     # Seeded from the experiment's seed: a randomly initialised encoder (resnet18_scratch) gives the same features
     # on every extraction, and the same initial weights as a fine-tuning run of that seed.
-    encoder = build_encoder(key["encoder"], key["dataset"].get("modality"), seed=key["seed"])
+    if encoder is None:
+        encoder = build_encoder(key["encoder"], key["dataset"].get("modality"), seed=key["seed"])
     encoder.check_modality(spec.modality, spec.name)
 
     def labels_only(row):
@@ -222,21 +236,48 @@ def _describe(key: Mapping[str, Any]) -> str:
             f"{key.get('split', '?')}")
 
 
+def _refuse_pair(path: Path, why: str, stacklevel: int = 5) -> None:
+    """Move a cache file aside with its key file (for inspection): it is extracted again, never scored."""
+    target = set_aside(path, why, stacklevel=stacklevel)
+    key_file = path.with_suffix(".json")
+    if os.path.lexists(key_file):  # its key file goes with it, whatever it is
+        key_file.replace(target.with_name(target.name + ".json"))
+
+
+def _set_aside_unless_regular(path: Path) -> None:
+    """A cache file or key file that is not a regular file of its own (a FIFO would block the read while the
+    experiment's lock is held, a link to /dev/zero would be read without end, a folder cannot be written) is moved
+    aside with its partner before anything reads or extracts."""
+    for member in (path, path.with_suffix(".json")):
+        try:
+            mode = os.lstat(member).st_mode
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(mode):
+            what = "a link" if stat.S_ISLNK(mode) else file_kind(mode)
+            if member == path:
+                _refuse_pair(path, f"{what}, not a feature cache file", stacklevel=4)
+            else:
+                set_aside(member, f"{what}, not a feature cache key file", stacklevel=4)
+                if os.path.lexists(path):
+                    set_aside(path, "a feature cache file without a key file that identifies it", stacklevel=4)
+            return
+
+
 def _load_cached(path: Path, key: Mapping[str, Any], labels: torch.Tensor) -> dict[str, Any] | None:
     """The cached features of the pass ``key`` (``labels``: the split's own), or None after moving aside a file
     that is not provably that pass (see the module docstring): it is then extracted again, never scored."""
     from ..data.hub import sha256_of
 
     def refuse(why: str) -> None:
-        target = set_aside(path, why, stacklevel=5)
-        if path.with_suffix(".json").is_file():  # its key file goes with it, for inspection
-            path.with_suffix(".json").replace(target.with_name(target.name + ".json"))
+        _refuse_pair(path, why, stacklevel=6)
 
     if not is_complete_checkpoint(path):
         return refuse("a truncated feature cache file")
     try:
-        record = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        with open_regular(path.with_suffix(".json"), "feature cache key file") as fh:
+            record = json.loads(fh.read().decode("utf-8"))
+    except (OSError, ValueError, GateError):
         record = None
     if not isinstance(record, dict) or not isinstance(record.get("key"), dict) or "sha256" not in record:
         return refuse("a feature cache file without a key file that identifies it (written before key files held "

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from .. import signals
 from ..engine.build import resolved_config
 from ..families import families, family
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
@@ -104,6 +105,7 @@ def run_score(cfg: DictConfig) -> ScoreResult:
                              "scores to compute, e.g. metrics=[logme,rankme]")
         _wanted(names, None)  # unknown names fail before any work
     force = bool(config["force"])
+    store.check_writable()  # a store that cannot take the scores: said now, not after the feature pass
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
         return ScoreResult(exp, True, {}, {}, store.path)
@@ -179,10 +181,12 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
         warnings.warn(f"gate-score: {name} is degenerate on {config['encoder']['name']} × "
                       f"{config['dataset']['name']}/{config['split']} ({why}): its fit on these rows is exact for "
                       "any labels", stacklevel=2)
-    store.append_set((Record(metric=name, value=value, config=ident, **common,
-                             facts={"seconds": round(seconds[name], 6), **run_info,
-                                    **({"degenerate": degenerate[name]} if name in degenerate else {})})
-                      for name, value in values.items()), facts=None)
+    with signals.critical():  # the score set goes out whole; a stop signal waits for it
+        store.append_set((Record(metric=name, value=value, config=ident, **common,
+                                 facts={"seconds": round(seconds[name], 6), **run_info,
+                                        **({"degenerate": degenerate[name]} if name in degenerate else {})})
+                          for name, value in values.items()), facts=None)
+        signals.recorded(f"score experiment {exp}")
     return ScoreResult(exp, False, values, seconds, store.path, feats.path, feats.from_cache, feats.seconds,
                        degenerate)
 

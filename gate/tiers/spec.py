@@ -22,6 +22,7 @@ config group (``preset: paper_finetune``). The recipe follows the encoder's arch
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -103,6 +104,38 @@ def identity_override_problems(overrides: Sequence[str], where: str) -> list[str
             for o in overrides if override_key(o) in IDENTITY_KEYS]
 
 
+#: Hydra's keys that make a config node code to run (``_target_`` names a callable; the others shape its call).
+CODE_KEY = re.compile(r"^_(target|partial|args|recursive|convert)_$")
+
+
+def code_override_problems(overrides: Any, where: str) -> list[str]:
+    """One clause per override that would reach a ``_target_`` (or another key that makes a node a call): a tier file
+    is data that gate-tier runs for whoever hands it over, and ``dataset.builder._target_: shutil.rmtree`` would
+    delete files when its job builds the dataset (Hydra's blocklist stops os.system, not shutil). A config that
+    runs code of your own goes in a config dir of your own (``hydra.searchpath``) and is selected by name."""
+    def named(node: Any) -> bool:
+        if isinstance(node, Mapping):
+            return any(CODE_KEY.match(str(k)) or named(v) for k, v in node.items())
+        if isinstance(node, (list, tuple)):
+            return any(named(v) for v in node)
+        return isinstance(node, str) and any(f"_{word}_" in node for word in ("target", "partial", "args"))
+
+    if isinstance(overrides, Mapping):
+        items = list(overrides.items())
+    elif isinstance(overrides, (list, tuple)):
+        items = [tuple(str(o).split("=", 1)) if "=" in str(o) else (str(o), None) for o in overrides]
+    else:
+        return []
+    found = []
+    for key, value in items:
+        parts = override_key(str(key)).split(".")
+        if any(CODE_KEY.match(part) for part in parts) or named(value):
+            found.append(f"{where}: override {override_key(str(key))} names code to run (a _target_ is a Python "
+                         f"callable): a tier file may not set {'/'.join(('_target_', '_partial_', '_args_'))} keys; put "
+                         f"such a config in a config dir of your own (hydra.searchpath=[file://DIR]) and select it by name")
+    return found
+
+
 def parse_tier(doc: Any, source: str) -> Tier:
     """A :class:`Tier` from a tier file's content; every problem is reported together."""
     if not isinstance(doc, Mapping):
@@ -140,6 +173,7 @@ def parse_tier(doc: Any, source: str) -> Tier:
             problems.append(str(err))
             ovs = ()
         problems += identity_override_problems(ovs, f"{where} ({item['dataset']}): overrides")
+        problems += code_override_problems(item.get("overrides"), f"{where} ({item['dataset']})")
         adapter = item.get("adapter")
         entries.append(Entry(item["dataset"], str(adapter) if adapter else None, ovs, str(item.get("note") or "")))
     try:
@@ -150,6 +184,8 @@ def parse_tier(doc: Any, source: str) -> Tier:
         overrides = score_overrides = ()
     problems += identity_override_problems(overrides, "tier overrides")
     problems += identity_override_problems(score_overrides, "tier score_overrides")
+    problems += code_override_problems(doc.get("overrides"), "tier overrides")
+    problems += code_override_problems(doc.get("score_overrides"), "tier score_overrides")
     if problems:
         raise ConfigError(f"tier {name}: " + "; ".join(problems))
     return Tier(name, tuple(entries), tuple(int(s) for s in seeds), bool(doc.get("score")), overrides,

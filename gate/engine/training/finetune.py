@@ -9,6 +9,7 @@ are stored (``keep_checkpoints``).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import shutil
 import time
@@ -53,6 +54,7 @@ def run_finetune(cfg: DictConfig) -> FinetuneResult:
     store = ResultsStore(config["paths"]["results"])
     run_dir = Path(config["paths"]["runs"]).expanduser().resolve() / exp
     force = bool(config["force"])
+    store.check_writable()  # a store that cannot take the records: said now, not after hours of training
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
     # a full disk anywhere in the run (a checkpoint, the logger's files, the records) names the file and what to free
@@ -101,7 +103,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
 
     if resume is not None:
         print(f"[gate] resuming experiment {exp} from {resume}")
-    with signals.lightning_stops():  # a stop signal ends the run with Stopped (exit 128 + n), never exit code 0
+    with signals.lightning_stops(), _naming_passed_on_keys(config):  # a stop signal: Stopped (exit 128 + n), never 0
         trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None,
                     weights_only=True)  # SafeCheckpointIO reads it as data only in any case
     # Before testing (loading a checkpoint restores callback state). Rank 0 ranks; the others test its pick: every
@@ -130,11 +132,33 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
         return FinetuneResult(exp, False, metrics, store.path, run_dir, None, run_facts)
     with signals.critical():  # the record set goes out whole; a stop signal waits for it
         store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
+        signals.recorded(f"experiment {exp}")
     prune(ckpt_dir, ranked, str(config["keep_checkpoints"]))
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
         logger.experiment.finish()
     return FinetuneResult(exp, False, metrics, store.path, run_dir, logger_dir, run_facts)
+
+
+@contextlib.contextmanager
+def _naming_passed_on_keys(config: dict[str, Any]):
+    """A failure inside Lightning's loop while the run hands keys gate does not declare on to the Trainer (``+trainer.
+    accumulate_grad_batches=...``) names those keys: the error itself (a ZeroDivisionError deep in the loop) would
+    name none."""
+    from ...errors import ConfigError, GateError
+    from ...settings import TRAINER, passed_on
+
+    given = passed_on(config["trainer"], TRAINER, "trainer")
+    try:
+        yield
+    except (GateError, MemoryError):
+        raise
+    except Exception as err:
+        if not given or type(err).__name__ == "OutOfMemoryError":
+            raise
+        raise ConfigError(f"{type(err).__name__}: {' '.join(str(err).split())[:200]} while training, with keys passed "
+                          f"on to Lightning's Trainer unchecked ({', '.join(given)}): check their values (GATE_DEBUG=1 "
+                          f"shows the traceback)") from err
 
 
 def finetune_records(config: dict[str, Any], exp: str, adapter, metrics: dict[str, float],

@@ -153,7 +153,15 @@ def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
 
     # every checkpoint Lightning reads or writes goes through gate's (data-only loads; whole writes)
     kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SafeCheckpointIO()]
-    return L.Trainer(callbacks=callbacks, logger=logger or False, default_root_dir=str(default_root_dir), **kwargs)
+    try:
+        return L.Trainer(callbacks=callbacks, logger=logger or False, default_root_dir=str(default_root_dir), **kwargs)
+    except (TypeError, ValueError, RuntimeError) as err:  # Lightning's MisconfigurationException is a ValueError...
+        from gate.errors import ConfigError
+        from gate.settings import TRAINER, passed_on
+
+        given = passed_on(trainer_cfg, TRAINER, "trainer")
+        keys = f" passed on to it ({', '.join(given)})" if given else ""
+        raise ConfigError(f"Lightning's Trainer rejected the trainer settings{keys}: {' '.join(str(err).split())}") from err
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -58,6 +58,7 @@ class LaunchResult:
     ran: bool                                   # the jobs ran (or were waited for): the tier can be summarised
     finished: list[str] = dataclasses.field(default_factory=list)
     failed: list[tuple[Any, str]] = dataclasses.field(default_factory=list)   # (experiment, log path or reason)
+    stopped: set[str] = dataclasses.field(default_factory=set)  # ids of the failed ones a signal stopped (they resume)
 
 
 def gate_run_args(overrides: Sequence[str], force: bool = False) -> list[str]:

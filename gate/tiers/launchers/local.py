@@ -160,6 +160,8 @@ def launch(experiments, ctx: LaunchContext) -> LaunchResult:
                 else:  # a job stopped by a signal (exit 128 + n) is not done either: the rerun resumes it
                     result.failed.append((job.exp, str(job.log)))
                     why = exit_reason(code)
+                    if why:
+                        result.stopped.add(job.exp.id)
                     event(f"[gate] {_clock(time.monotonic() - start)}  FAILED {job.exp.label} after {took} (exit {code}"
                           f"{f', {why}' if why else ''}): {last_error(job.log)}  log: {job.log}")
             if ctx.interactive:
