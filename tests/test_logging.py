@@ -76,7 +76,8 @@ def test_facts_carry_model_metadata_and_cost_keys():
 def test_data_wait_fraction_counts_gaps_between_steps_but_not_validation(monkeypatch):
     clock = iter([0.0, 3.0,          # step 1: 3 s
                   4.0, 7.0,          # 1 s wait, step 2: 3 s
-                  # validation in between: the next gap is not a wait for data
+                  # validation in between (its start is timed): the next gap is not a wait for data
+                  8.0,
                   20.0, 23.0,        # step 3: 3 s
                   25.0, 28.0])       # 2 s wait, step 4: 3 s
     monkeypatch.setattr(facts_module.time, "perf_counter", lambda: next(clock))

@@ -170,7 +170,10 @@ class Adapter(nn.Module, abc.ABC):
                    split: str = "train", collate_fn: Callable | None = None, pin_memory: bool = False) -> DataLoader:
         """How a split is served (default: plain batches; few-shot serves episodes). ``collate_fn`` (the encoder's
         input transform's, which stacks images of several sizes) and ``pin_memory`` are the data module's."""
-        generator = torch.Generator().manual_seed(seed) if shuffle else None
+        # a generator of its own for every split: an unshuffled loader without one still draws its base seed from the
+        # global stream on every pass, so a run that validates more often trained on other random numbers (a
+        # shorter run was not the prefix of a longer one)
+        generator = torch.Generator().manual_seed(seed)
         return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator,
                           num_workers=num_workers, persistent_workers=num_workers > 0, collate_fn=collate_fn,
                           pin_memory=pin_memory)

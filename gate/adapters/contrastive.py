@@ -200,7 +200,9 @@ def evaluation_loader(data: Dataset, candidates: int, batch_size: int, num_worke
     module's ``collate_fn`` and ``pin_memory``)."""
     grouped = CandidateGroupSplit(data, candidates)
     return DataLoader(grouped, batch_sampler=grouped.batches(batch_size // int(candidates)), num_workers=num_workers,
-                      persistent_workers=num_workers > 0, **loader)
+                      persistent_workers=num_workers > 0,
+                      generator=torch.Generator().manual_seed(0),  # no draw from the global stream (a run's prefix)
+                      **loader)
 
 
 # ---------------------------------------------------------------------------------------------- targets

@@ -345,7 +345,8 @@ class ProtoNet(Adapter):
         else:
             seeds = eval_seeds(self.val_episodes if split == "val" else self.test_episodes, self.eval_seed, split)
         return DataLoader(EpisodeDataset(data, sampler, collate_fn=collate_fn), batch_size=None, sampler=seeds,
-                          num_workers=num_workers, persistent_workers=num_workers > 0, pin_memory=pin_memory)
+                          num_workers=num_workers, persistent_workers=num_workers > 0, pin_memory=pin_memory,
+                          generator=torch.Generator().manual_seed(seed))  # no draw from the global stream
 
 
 register_family(TaskFamily(

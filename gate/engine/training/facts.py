@@ -11,6 +11,7 @@ One place computes each fact (docs/results.md lists them):
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import sys
@@ -134,6 +135,11 @@ class RunFacts(L.Callback):
         self._last_end: Any = None  # the end mark of the last folded step (None: no wait before the next one)
         self._flops_done = False
         self._cpu0 = cpu_seconds()  # the run starts when its facts object is made (before the model is built)
+        #: the validation metric whose curve is recorded (``val/<monitor>``; set once the adapter is built)
+        self.monitor: str | None = None
+        self.curve: list[list[float]] = []        # [step, value] at each validation (kept across a resume)
+        self.validation_seconds: list[float] = []  # wall seconds of each validation (the cost model's)
+        self._validation_start: float | None = None
 
     # ------------------------------------------------------------------------------------------ hooks
     def on_load_checkpoint(self, trainer, pl_module, checkpoint: dict[str, Any]) -> None:
@@ -172,6 +178,24 @@ class RunFacts(L.Callback):
         # validation and checkpointing between two steps are no wait for data
         self.fold()
         self._last_end = None
+        self._validation_start = None if getattr(trainer, "sanity_checking", False) else time.perf_counter()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if getattr(trainer, "sanity_checking", False) or self._validation_start is None:
+            return
+        self.validation_seconds.append(time.perf_counter() - self._validation_start)
+        value = trainer.callback_metrics.get(self.monitor) if self.monitor else None
+        if value is not None and math.isfinite(float(value)):
+            step = int(trainer.global_step)
+            self.curve = [p for p in self.curve if p[0] != step] + [[step, float(value)]]
+
+    # the curve and the validations' times survive a resume (the checkpoint holds them)
+    def state_dict(self) -> dict[str, Any]:
+        return {"curve": [list(p) for p in self.curve], "validation_seconds": list(self.validation_seconds)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.curve = [list(p) for p in state_dict.get("curve", [])]
+        self.validation_seconds = list(state_dict.get("validation_seconds", []))
 
     def _timeline(self) -> Any:
         if self.timeline is None:
@@ -219,6 +243,10 @@ class RunFacts(L.Callback):
             "trainable_params": self.trainable_params,
             "gflops": float(f"{self.gflops:.4g}") if self.gflops is not None else None,
             "weights_revision": self.weights_revision,
+            # the checkpoint monitor at each validation (gate-rank extrapolates short runs from it: gate.ranking.curves)
+            "val_curve": [[int(step), round(float(v), 6)] for step, v in sorted(self.curve)],
+            "validations": len(self.validation_seconds),
+            "validation_seconds": round(sum(self.validation_seconds), 3),
         }
         if torch.cuda.is_available():
             out["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)

@@ -82,6 +82,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     encoder = build_encoder(config["encoder"], config["dataset"].get("modality"), seed=int(config["seed"]))
     spec = build_spec(config["dataset"])  # once per run: the adapter and the data module share it
     adapter = build_adapter(config["adapter"], encoder, spec)
+    facts.monitor = f"val/{adapter.monitor}"  # its curve is a fact of the run (val_curve)
     datamodule = build_datamodule(config, encoder, adapter, spec)
     recipe = config["recipe"]
     model = GATEModel(encoder, adapter,
