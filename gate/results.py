@@ -48,7 +48,9 @@ _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher"
                     # a note for the report on how the benchmark departs from GATE's protocol, not a setting
                     "dataset.notes_vs_gate",
                     # how analysis puts the tier metric on 0-1 (gate.analysis.meta), not what a run computes
-                    "dataset.tier_range")
+                    "dataset.tier_range",
+                    # facts about an encoder gate-rank reads (its paper column, its weights' published top-1)
+                    "encoder.paper_name", "encoder.source_top1")
 # (split manifests live under paths.data, already run-only: the source hash inside a manifest, checked on load,
 # guards what the data is; dataset.splits and dataset.source.revision stay in the identity)
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {

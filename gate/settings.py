@@ -42,6 +42,9 @@ from typing import Any
 
 # Keys of a config section that describe it (records, docs) rather than configure it (gate.engine.build.META_KEYS).
 META_KEYS = ("_target_", "name", "architecture")
+# An encoder's facts gate-rank reads, never passed to its class: paper_name (its column in the GATE paper's table) and
+# source_top1 (the ImageNet top-1 its pretrained weights publish).
+ENCODER_FACTS = ("paper_name", "source_top1")
 AUTO = "auto"
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 MODALITIES = ("image", "text", "audio", "video")
@@ -582,24 +585,25 @@ RANK = Section("a gate-rank setting", {
     "encoders": Setting("str_list", min_items=1, expect="encoder names (encoder=a,b,c)"),
     "budget": Float(0.0, 1.0, low_open=True, high_open=True,
                     expect="a fraction of the full tier's compute, 0 < budget < 1 (budget=0.1)"),
-    "proxy_benchmarks": Choice(AUTO, alt=(Int(1), Setting("str_list", min_items=1)), nullable=True,
-                               expect="auto, null (every benchmark), a count >= 1 (the tier's first ones) or a list "
-                                      "of the tier's benchmarks"),
-    "run_fraction": Float(0.0, 1.0, low_open=True, nullable=True,
-                          expect="a fraction of a full run's steps, 0 < run_fraction <= 1"),
-    "cost_probe_steps": Int(0, expect="an integer >= 0 (0: split the budget by steps, unmeasured)"),
-    "eta": Int(2, expect="an integer >= 2 (the halving factor)"),
-    "max_rungs": Int(1, nullable=True,
-                     expect="null (halve down to two) or an integer >= 1 (1: every encoder one run, no halving)"),
-    "overhead_steps": Float(0.0, meaning="fixed cost of a run in training-step equivalents"),
-    "scores": Setting("str_list", meaning="zero-training scores that seed the first rung"),
-    "baseline_scores": Setting("str_list", meaning="scores compared with the proxy"),
-    "seed": Int(0, SEED_MAX, nullable=True, null_means="the tier's first"),
+    "history": Setting("str_list", min_items=1, alt=(Str(),), unique=True,
+                       expect="store, paper, a list of them, or the path of a results table",
+                       meaning="what the selection and the completion learn from (never the pool's rows)"),
+    "proxy_benchmarks": Choice(AUTO, "first", alt=(Setting("str_list", min_items=1, unique=True),), nullable=True,
+                               null_means="every benchmark the proxy can run",
+                               expect="auto (chosen from the history), first (the tier file's order), null (every "
+                                      "one) or a list of the tier's benchmarks"),
+    "min_per_family": Int(0, expect="an integer >= 0 (benchmarks per paper group the budget can cover)"),
+    "val_points": Int(2, 20, expect="an integer in [2, 20] (validations of a proxy run: its curve's points)"),
+    "proxy_seeds": Setting("int_list", low=0, high=SEED_MAX, min_items=1, unique=True,
+                           expect=f"a non-empty list of distinct seeds in [0, {SEED_MAX}], outside the tier's"),
+    "run_fraction": Float(0.0, 1.0, low_open=True, expect="a fraction of a full run's steps, 0 < run_fraction <= 1"),
+    "prior": Setting("str_list", unique=True, meaning="zero-training scores of the prior"),
+    "static": Setting("str_list", unique=True, meaning="static facts of the prior: params, source_top1"),
+    "baseline_scores": Setting("str_list", unique=True, meaning="scores compared with gate-rank in a validation"),
     "overrides": Setting("str_list", meaning="gate-run overrides for every experiment"),
-    "use_full_runs": Bool(),
+    "use_full_runs": Bool(meaning="a benchmark whose full runs are all stored is ranked by them"),
     "validate": Bool(),
-    "proxy_without_scores": Bool(),
-    "n_boot": Int(0, meaning="bootstrap resamples of the intervals"),
+    "n_boot": Int(0, meaning="bootstrap resamples of the intervals and the paired comparisons"),
     "report": Bool(),
 }, required=True, yaml="rank.yaml")
 
@@ -724,6 +728,8 @@ def encoder_section() -> Section:
         "stem": Section("a setting of encoder.stem", {
             "patch_size": Int(1), "freeze_body": Bool(), "lr": Float(0.0, low_open=True, nullable=True),
             "image_size": Int(1, nullable=True)}, others="keep", optional=True, nullable=True),
+        "paper_name": Str(optional=True, meaning="the encoder's column in the GATE paper's table"),
+        "source_top1": Float(0.0, 100.0, optional=True, meaning="its pretrained weights' published ImageNet top-1, %"),
     }, others="keep", required=True,
         renamed={"family": "architecture (conv, vit or hybrid: the body's kind, which picks the recipe)"})
 
