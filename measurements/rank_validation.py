@@ -1,16 +1,18 @@
-"""gate-rank measured offline: a pool of 8 encoders on demo stand-ins, a ground truth of full runs (``--seeds``
-of them), then gate-rank at a budget of 0.1 beside the baselines, and the table (docs/ranking.md).
+"""gate-rank measured offline: a pool of encoders on demo stand-ins, a ground truth of full runs (``--seeds`` of
+them), then gate-rank (v2) at a budget beside its baselines, and the table (docs/ranking.md).
 
-    .venv/bin/python measurements/rank_validation.py --root /tmp/rank_validation3 --seeds 3 \
-        --benchmarks digits fashion_mnist fmnist_multilabel fmnist_pairs fmnist_relational \
-        --variant "seed=3" --variant "seed=3 max_rungs=null proxy_benchmarks=null" --variant "seed=3 proxy_benchmarks=null"
+    .venv/bin/python measurements/rank_validation.py --root /tmp/rv_a --pool A --seeds 3 --truth-only
+    .venv/bin/python measurements/rank_validation.py --root /tmp/rv_a --pool A --seeds 3 \
+        --variant "" --variant "proxy_benchmarks=first" --proxy-seeds 100 101 102
 
-Each ``--variant`` is one gate-rank call with those overrides (``seed=3``: a proxy seed outside the truth's).
+``--pool`` names one of the pools docs/ranking.md measures (A, B, C, D: their encoders and benchmarks); ``--encoders``
+and ``--benchmarks`` give another, ``--pool-file`` reads them from a YAML file (``encoders: [...]``, ``benchmarks:
+[...]``). Each ``--variant`` is one gate-rank call with those overrides; ``--proxy-seeds`` are the proxy's (outside the
+truth's seeds).
 
 Every stage goes through the results store under ``--root``: rerunning the script after a kill trains only what
-is missing. Sizes are set for a 2-core CPU (quiet: one benchmark's ground truth, 8 encoders × 3 seeds, ~8 min
-wall with two workers; each gate-rank pass ~5 min); raise ``--steps``, ``--benchmarks`` and the data caps on a
-bigger machine.
+is missing. Sizes are set for a 2-core CPU (one pool's ground truth, 8 encoders × 5 benchmarks × 3 seeds, ~45 min
+wall with two workers); raise ``--steps`` and the data caps on a bigger machine.
 """
 
 from __future__ import annotations
@@ -25,11 +27,25 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-POOL = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
-        "vit_tiny_scratch", "minilm", "resemblyzer"]
+#: The pools of docs/ranking.md: A (the v1 design pool), B and C (v1's independent checks), D (pre-registered for v2).
+POOLS = {
+    "A": (["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
+           "vit_tiny_scratch", "minilm", "resemblyzer"],
+          ["digits", "fashion_mnist", "fmnist_multilabel", "fmnist_pairs", "fmnist_relational"]),
+    "B": (["efficientnet_lite0", "efficientnet_lite2", "efficientnetv2_scratch", "flexivit_scratch", "vit_base_scratch",
+           "resnet18_scratch", "minilm", "resemblyzer"],
+          ["digits", "fashion_mnist", "fmnist_multilabel", "fmnist_pairs", "fmnist_relational"]),
+    "C": (["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
+           "vit_tiny_scratch", "efficientnetv2_scratch", "vit_base_scratch"],
+          ["fmnist_seg", "fmnist_volume", "fmnist_video", "fmnist_video_speed"]),
+    "D": (["efficientnet_lite1", "efficientnet_lite2", "resnet50_scratch", "efficientnetv2_scratch", "vit_tiny_scratch",
+           "flexivit_scratch", "minilm", "resemblyzer"],
+          ["fashion_mnist", "fmnist_multilabel", "fmnist_pairs", "fmnist_relational", "fmnist_video"]),
+}
+POOL = POOLS["A"][0]
 DEMO_ENTRIES = {e["dataset"]: e for e in (x if isinstance(x, dict) else {"dataset": x} for x in yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "conf" / "tier" / "demo.yaml").read_text())["benchmarks"])}
-BASELINES = ["knn_acc", "linear_probe_acc", "sfda", "etran_energy", "logme", "ncti"]
+BASELINES = ["knn_acc", "linear_probe_acc", "logme"]
 
 
 def tier_yaml(args) -> str:
@@ -82,9 +98,11 @@ def ground_truth_in_process(tier: Path, encoders: list[str], root: Path, shard: 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default="/tmp/rank_validation")
-    ap.add_argument("--encoders", nargs="+", default=POOL)
-    ap.add_argument("--benchmarks", nargs="+", default=["digits", "fashion_mnist"])
-    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--pool", choices=sorted(POOLS), default=None, help="one of docs/ranking.md's pools")
+    ap.add_argument("--pool-file", default=None, help="a YAML file with encoders: [...] and benchmarks: [...]")
+    ap.add_argument("--encoders", nargs="+", default=None)
+    ap.add_argument("--benchmarks", nargs="+", default=None)
+    ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=96)
     ap.add_argument("--val-every", type=int, default=32)
     ap.add_argument("--batch", type=int, default=16)
@@ -94,16 +112,20 @@ def main() -> None:
     ap.add_argument("--score-samples", type=int, default=500)
     ap.add_argument("--truth-only", action="store_true", help="train the ground truth and stop (no gate-rank)")
     ap.add_argument("--budgets", nargs="+", type=float, default=[0.1])
-    ap.add_argument("--in-process", action=argparse.BooleanOptionalAction, default=True,
-                    help="run the ground truth in this process (default) instead of through gate-tier launch=local")
+    ap.add_argument("--proxy-seeds", nargs="+", type=int, default=[100, 101, 102])
     ap.add_argument("--workers", type=int, default=2, help="ground-truth processes in parallel")
     ap.add_argument("--shard", type=int, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, default=1, help="torch/OpenMP threads (1: no spinning on a shared CPU)")
-    ap.add_argument("--scores", nargs="*", default=[], help="scores seeding the proxy's first rung (a second run)")
     ap.add_argument("--variant", action="append", default=None,
-                    help="gate-rank overrides of one proxy variant, e.g. 'seed=3 max_rungs=1' (repeatable; "
-                         "default: one variant with none)")
+                    help="gate-rank overrides of one call, e.g. 'proxy_benchmarks=first' (repeatable; default: one "
+                         "call with gate-rank's defaults)")
     args = ap.parse_args()
+    encoders, benchmarks = POOLS[args.pool] if args.pool else POOLS["A"]
+    if args.pool_file:
+        doc = yaml.safe_load(Path(args.pool_file).read_text())
+        encoders, benchmarks = doc["encoders"], doc["benchmarks"]
+    args.encoders = args.encoders or encoders
+    args.benchmarks = args.benchmarks or benchmarks
     import os
 
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # this script's own processes only (gate-rank inherits it)
@@ -117,62 +139,59 @@ def main() -> None:
     bin_dir = Path(sys.executable).parent
     started = time.monotonic()
     # 1. the ground truth: the full tier (every encoder × benchmark × seed) — the very experiments gate-tier runs
-    #    (same expansion, same ids), here in this one process: on a starved CPU the per-run start-up counts
     if args.shard is not None:
         ground_truth_in_process(tier, args.encoders, root, args.shard, args.workers)
         return
-    if args.in_process and args.workers > 1:  # one process per worker, each a slice of the pending experiments
+    if args.workers > 1:  # one process per worker, each a slice of the pending experiments
         procs = [subprocess.Popen([sys.executable, __file__, *sys.argv[1:], "--shard", str(k)]) for k in range(args.workers)]
         if any(p.wait() for p in procs):
             sys.exit("a ground-truth worker failed")
-        ground_truth_in_process(tier, args.encoders, root)  # anything a worker left (nothing, normally)
-    elif args.in_process:
-        ground_truth_in_process(tier, args.encoders, root)
-    else:
-        run([str(bin_dir / "gate-tier"), f"tier={tier}", f"encoder={','.join(args.encoders)}", f"paths.root={root}",
-             "launch=local", "score=false", "report=false"])
+    ground_truth_in_process(tier, args.encoders, root)  # anything a worker left (nothing, normally)
     truth_minutes = (time.monotonic() - started) / 60
     if args.truth_only:
         print(f"ground truth stored under {root} ({truth_minutes:.1f} min wall)")
         return
-    # 2. gate-rank at each budget, never looking at the full runs (use_full_runs=false), then validated
+    # 2. gate-rank at each budget, never ranking a benchmark by its stored full runs (use_full_runs=false), validated
     results = {}
     for budget in args.budgets:
         for variant in (args.variant or [""]):
-            for seeds in ([[]] + ([args.scores] if args.scores else [])):
-                cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}",
-                       f"paths.root={root}", f"budget={budget}", "use_full_runs=false",
-                       f"baseline_scores=[{','.join(BASELINES)}]", f"scores=[{','.join(seeds)}]", *variant.split()]
-                run(cmd)
-                label = ", ".join(x for x in (variant, "seeded by " + ",".join(seeds) if seeds else "") if x)
-                results[(budget, label)] = sorted((root / "reports").glob("rank-rankval-*"),
-                                                  key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
+            cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}",
+                   f"paths.root={root}", f"budget={budget}", "use_full_runs=false",
+                   f"baseline_scores=[{','.join(BASELINES)}]",
+                   f"proxy_seeds=[{','.join(str(s) for s in args.proxy_seeds)}]", *variant.split()]
+            run(cmd)
+            results[(budget, variant)] = sorted((root / "reports").glob("rank-rankval-*"),
+                                                key=lambda p: (p / "ledger.json").stat().st_mtime)[-1]
     print(f"\nground truth: {len(args.encoders)} encoders × {len(args.benchmarks)} benchmarks × {args.seeds} seeds, "
           f"{args.steps} steps of batch {args.batch} ({truth_minutes:.1f} min wall incl. anything already stored)")
-    from gate.ranking.budget import minutes, shown
-    from gate.ranking.pipeline import summary_table
-
-    for (budget, seeds), out in results.items():
-        validation = pd.read_csv(out / "validation.csv")
-        cost = pd.read_csv(out / "cost.csv")
-        ceiling = json.loads((out / "ceiling.json").read_text()) if (out / "ceiling.json").exists() else {}
-        table = summary_table(validation, ceiling)
-        meta = json.loads((out / "ledger.json").read_text()) if (out / "ledger.json").exists() else {}
-        print(f"\n## budget {budget}{' (' + seeds + ')' if seeds else ''}: proxy spent "
-              f"{cost['seconds'].sum() / 60:.1f} min = {shown(meta.get('fraction'))} of the full tier's "
-              f"{minutes(meta.get('full_seconds'))} ({shown(meta.get('estimated_fraction'))} "
-              f"of its estimate from the proxy's step times); seed-to-seed ceiling τ: tier "
-              f"{shown(table.attrs['ceiling_tier'])}, mean per benchmark {shown(table.attrs['ceiling_mean_bench'])}\n")
-        print("| method | scope | Kendall τ [95% CI] | weighted τ_w [95% CI] | top-1 regret [95% CI] | degenerate |")
-        print("|---|---|---|---|---|---|")
-        for r in validation.itertuples(index=False):
-            if r.scope == "tier" and validation["scope"].nunique() == 2:
-                continue  # one benchmark: the tier row repeats it (without an interval over benchmarks)
-            note = getattr(r, "degenerate", "")  # gate-rank's mark on a baseline score (empty: NaN in the csv)
-            print(f"| {r.method} | {r.scope} | {r.tau:+.3f} [{r.tau_lo:+.2f}, {r.tau_hi:+.2f}] | "
-                  f"{r.tau_w:+.3f} [{r.tau_w_lo:+.2f}, {r.tau_w_hi:+.2f}] | {r.regret:.3f} [{r.regret_lo:.2f}, {r.regret_hi:.2f}] | "
-                  f"{note if isinstance(note, str) else ''} |")
+    for (budget, variant), out in results.items():
+        summarise(out, f"budget {budget}{' ' + variant if variant else ''}")
     print(f"\ntotal {(time.monotonic() - started) / 60:.1f} min", flush=True)
+
+
+def summarise(out: Path, label: str) -> None:
+    """One gate-rank call's measured rows: τ and the rest per method, the ceiling, the paired table, the cost."""
+    from gate.ranking.budget import shown
+
+    ledger = json.loads((out / "ledger.json").read_text())
+    ceiling = json.loads((out / "ceiling.json").read_text()) if (out / "ceiling.json").exists() else {}
+    ranking = pd.read_csv(out / "tier_ranking.csv")
+    seeds = pd.read_csv(out / "seeds.csv", index_col=0) if (out / "seeds.csv").exists() else pd.DataFrame()
+    print(f"\n## {label}: the {ranking['source'].iloc[0]}'s ranking; spent {shown(ledger.get('fraction'))} of the full "
+          f"tier (planned {shown(ledger.get('planned_fraction'))}, spent/planned {shown(ledger.get('spent_over_planned'))}); "
+          f"{seeds.shape[1]} proxy seed(s); ceiling (one seed vs the rest) {shown(ceiling.get('one_seed_vs_rest'))}, "
+          f"v2 vs the same {shown(ceiling.get('v2_vs_rest'))}, ratio {shown(ceiling.get('ratio'))}\n")
+    if (out / "selection.csv").exists():
+        sel = pd.read_csv(out / "selection.csv")
+        print("chosen: " + ", ".join(sel.loc[sel["chosen"], "benchmark"]) + "\n")
+    if (out / "validation.csv").exists():
+        print("| method | τ | τ_w | top-1 regret (tier mean) | top-3 recall |\n|---|---|---|---|---|")
+        for r in pd.read_csv(out / "validation.csv").itertuples(index=False):
+            print(f"| {r.method} | {r.tau:+.3f} | {r.tau_w:+.3f} | {r.regret:.3f} | {r.top3_recall:.2f} |")
+    if (out / "paired.csv").exists():
+        print("\n| v2 − baseline | τ difference [95%] | P(v2 ≤ baseline) |\n|---|---|---|")
+        for r in pd.read_csv(out / "paired.csv").itertuples(index=False):
+            print(f"| {r.baseline} | {r.tau_difference:+.3f} [{r.lo:+.2f}, {r.hi:+.2f}] | {r.p_v2_not_better:.2f} |")
 
 
 if __name__ == "__main__":

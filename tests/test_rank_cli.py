@@ -1,5 +1,5 @@
 """gate-rank's entry point: bad input is one line and exit 2 before any work (in process), and one real end-to-end
-run of a tiny pool (in process), killed-and-rerun semantics coming from the store."""
+run of a tiny pool (in process), the rerun reading everything back from the store."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import call_cli
+from helpers import call_cli, compose_run
 
 # A tiny tier: scikit-learn digits at 32 px, batches of 8, 8 steps (the proxy's 10 % ... 50 %: a few steps).
 TINY = {"name": "tiny", "seeds": [0], "score": False,
@@ -41,25 +41,34 @@ def rank_in_process(monkeypatch, capsys, args):
 @pytest.mark.parametrize("args, message", [
     (["budget=1.5"], "budget=1.5 is invalid: expected a fraction of the full tier's compute, 0 < budget < 1"),
     (["budget=0"], "budget=0 is invalid"),
-    (["encoder=resnet18_scratch,efficientnet_lite0"], "a ranking needs at least 3 distinct encoders"),
-    (["scores=[no_such_score]"], "scores: unknown score 'no_such_score'; known scores are ['logme'"),
-    (["baseline_scores=[knn_acc,nope]"], "baseline_scores: unknown score 'nope'"),
-    (["overrides=['trainer.max_steps=1','trainer.val_check_interval=1']"],
-     "has no entry the proxy can run for ['resnet18_scratch', 'vit_tiny_scratch', 'efficientnet_lite0']: digits: "
-     "trainer.max_steps=1 (the proxy needs a step budget >= 2)"),
-    (["budget=0.01"], "budget=0.01 buys 0.2 training steps for 3 encoders"),
     (["budget=1"], "budget=1 is invalid"),
     (["budget=-0.1"], "budget=-0.1 is invalid"),
     (["budget=cheap"], "budget='cheap' is invalid"),
+    (["encoder=resnet18_scratch,efficientnet_lite0"], "a ranking needs at least 3 distinct encoders"),
     (["encoder=resnet18_scratch,resnet18_scratch,efficientnet_lite0"], "a ranking needs at least 3 distinct encoders"),
-    (["scores=[knn_acc]", "baseline_scores=[sfda,no_such]"], "baseline_scores: unknown score 'no_such'"),
-    # the proxy's rungs never test, but the full experiments it is validated against must
+    (["prior=[no_such_score]"], "prior: unknown score 'no_such_score'; known scores are ['logme'"),
+    (["baseline_scores=[knn_acc,nope]"], "baseline_scores: unknown score 'nope'"),
+    (["static=[params,height]"], "static: unknown fact 'height'; known: ['params', 'source_top1']"),
+    (["overrides=['trainer.max_steps=1','trainer.val_check_interval=1']"],
+     "has nothing the proxy can run for ['resnet18_scratch', 'vit_tiny_scratch', 'efficientnet_lite0']: digits: "
+     "trainer.max_steps=1 (the proxy needs a step budget >= 2)"),
+    # the proxy's runs never test, but the full experiments it is validated against must
     (["overrides=[evaluate_test=false]"], "evaluate_test=false is invalid in a tier"),
-    (["proxy_benchmarks=[digits,nope]"], "proxy_benchmarks: 'nope' is not among the benchmarks the proxy can rank"),
+    (["proxy_benchmarks=[digits,nope]"], "proxy_benchmarks: 'nope' is not among the benchmarks the proxy can run"),
     (["proxy_benchmarks=0"], "proxy_benchmarks=0 is invalid"),
-    (["max_rungs=0"], "max_rungs=0 is invalid: expected null (halve down to two) or an integer >= 1"),
     (["run_fraction=1.5"], "run_fraction=1.5 is invalid"),
-    (["cost_probe_steps=-1"], "cost_probe_steps=-1 is invalid: expected an integer >= 0"),
+    (["min_per_family=-1"], "min_per_family=-1 is invalid"),
+    (["val_points=1"], "val_points=1 is invalid"),
+    (["proxy_seeds=[]"], "proxy_seeds=[] is invalid"),
+    (["proxy_seeds=[100,100]"], "proxy_seeds=[100, 100] is invalid"),
+    (["history=/no/such/table.csv"], "history='/no/such/table.csv': no such file"),
+    (["history=[paper,nope]"], "history='nope': no such file"),
+    (["seed=3"], "seed was replaced by proxy_seeds"),
+    (["cost_probe_steps=4"], "cost_probe_steps was replaced by the cost model"),
+    (["overhead_steps=2"], "overhead_steps was replaced by the cost model's fixed seconds per run"),
+    (["max_rungs=2"], "max_rungs was replaced by nothing: successive halving was removed"),
+    (["encoder=resnet18_scratch,minilm,efficientnet_lite0", "static=[source_top1]"],
+     "static=[source_top1]: encoder(s) minilm declare no source_top1"),
 ])
 def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, message):
     tier = write_tier(tmp_path / "tiny.yaml", dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 6}))
@@ -84,56 +93,63 @@ def test_an_empty_encoder_name_is_refused_not_dropped(monkeypatch, capsys, tmp_p
 
 @pytest.mark.slow
 def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
-    """Real gate-run fits: 3 encoders × digits, 8-step full runs; budget 0.3 = 7.2 steps → rungs of 1 and 2 steps
-    (5 r0 <= 7.2); the second only if the seconds measured in the first leave room. A rerun trains nothing.
-    Successive halving (max_rungs=null), so the survivors' continuation from their checkpoints is a real one."""
+    """Real gate-run fits: 3 encoders × digits, 40-step full runs; no prior, so the budget goes to the proxy. The plan
+    is printed, the runs are stored and ranked on their extrapolated curves, every file is written, and a rerun
+    trains nothing."""
     from gate.cli import rank
 
-    tier = write_tier(tmp_path / "tiny.yaml")
+    doc = dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 40, "trainer.val_check_interval": 10})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
     root = tmp_path / "root"
-    # gate-rank's main() with this command line, in process (an interpreter start costs seconds; what a signal does
-    # to gate-rank's process is tests/test_faults.py's)
-    args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "n_boot=20", "baseline_scores=[]",
-            "max_rungs=null"]
+    args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.9", "n_boot=20", "baseline_scores=[]", "prior=[]",
+            "history=[store]"]
     out = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    assert "predicted ranking on tier tiny" in out.stdout and "of 8 steps on val acc@1" in out.stdout
+    assert "[gate] plan: the proxy" in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout
     reports = list((root / "reports").glob("rank-tiny-*"))
-    assert len(reports) == 1 and (reports[0] / "report.html").is_file()
+    assert len(reports) == 1
+    for name in ("report.html", "selection.csv", "predictions.csv", "tier_ranking.csv", "seeds.csv", "cost.csv",
+                 "ledger.json"):
+        assert (reports[0] / name).is_file(), name
     ledger = json.loads((reports[0] / "ledger.json").read_text())
-    assert 0 < ledger["spent_seconds"] and ledger["full_seconds"] > ledger["spent_seconds"]
+    assert 0 < ledger["spent_seconds"] and ledger["planned_fraction"] <= 0.9 + 1e-9
     records = [json.loads(x) for x in (root / "results" / "records.jsonl").read_text().splitlines()]
-    val = {r["experiment"]: r for r in records if r["split"] == "val"}
-    first = [r for r in val.values() if r["facts"]["global_step"] == 1]
-    later = [r for r in val.values() if r["facts"]["global_step"] == 2]
-    assert len(first) == 3 and all(r["facts"]["resumed_from_step"] is None for r in first)
-    assert len(later) in (0, 2) and all(r["facts"]["resumed_from_step"] == 1 for r in later)  # survivors continue
-    # the rerun: every run is found stored
+    val = [r for r in records if r["split"] == "val"]
+    assert val and all(r["facts"]["val_curve"] for r in val) and {r["seed"] for r in val} <= {100, 101, 102}
     again = call_cli(rank.main, args, capsys, prog="gate-rank")
-    assert again.returncode == 0 and again.stdout.count("already stored") == len(val), again.stdout[-2000:]
-    assert len((root / "results" / "records.jsonl").read_text().splitlines()) == len(records)
+    assert again.returncode == 0 and again.stdout.count("already stored") >= len(val), again.stdout[-2000:]
 
 
-def test_a_proxy_seed_outside_the_tiers_seeds_gets_its_own_experiments_and_auto_picks_the_first_benchmarks(tmp_path):
-    """seed=3 on a tier of seeds [0, 1]: the proxy's experiments are seed 3's (sharing no step with the full runs),
-    the full runs stay the tier's; auto spends the tier's budget on its first benchmark(s)."""
-    from gate.ranking.pipeline import choose_benchmarks, entry_steps, proxy_entries
+def test_proxy_seeds_outside_the_tiers_get_their_own_experiments(tmp_path):
+    """proxy_seeds=[3] on a tier of seeds [0, 1]: the proxy's experiments are seed 3's (sharing no step with the
+    full runs), the full runs stay the tier's."""
+    from gate.ranking.pipeline import proxy_entries
     from gate.ranking.stage import prepare
 
     doc = {**TINY, "seeds": [0, 1], "benchmarks": ["digits", "fashion_mnist"]}
     tier = write_tier(tmp_path / "two.yaml", doc)
-    plain = {"tier_file": str(tier), "tier": None, "encoders": POOL.split("=")[1].split(","),
-             "paths": {"root": str(tmp_path / "root")}, "overrides": [], "seed": 3, "proxy_benchmarks": "auto",
-             "budget": 0.2, "run_fraction": 0.67, "eta": 2, "overhead_steps": 0, "max_rungs": 1, "scores": [],
-             "baseline_scores": [], "n_boot": 10, "use_full_runs": True,
-             "cost_probe_steps": 4}
-    prepared = prepare(plain, [])
-    plan, request, seed = prepared.plan, prepared.request, prepared.seed
-    assert seed == 3 and tuple(plan.tier.seeds) == (0, 1)
+    cfg = compose_run(tmp_path / "root", [f"tier_file={tier}", f"encoders=[{POOL.split('=')[1]}]", "proxy_seeds=[3]"],
+                      config_name="rank")
+    from omegaconf import OmegaConf
+
+    prepared = prepare(OmegaConf.to_container(cfg, resolve=True), [])
+    plan, request = prepared.plan, prepared.request
+    assert request.proxy_seeds == (3,) and tuple(plan.tier.seeds) == (0, 1)
     assert sorted({e.seed for e in plan.experiments}) == [0, 1, 3]
-    entries, _ = proxy_entries(plan, 3)
-    assert list(entries) == ["digits", "fashion_mnist"] and all(e.seed == 3 for x in entries.values() for e in x)
-    # 0.2 × 2 seeds × 2 benchmarks = 0.8 of a benchmark's single-seed run: at 0.67 each, one benchmark
-    assert choose_benchmarks(list(entries), "auto", full_cost=entry_steps(entries), budget=0.2, seeds=2,
-                             run_fraction=0.67) == ["digits"]
-    assert request.proxy_benchmarks == "auto" and request.max_rungs == 1
+    entries, _ = proxy_entries(plan, [3])
+    assert list(entries) == ["digits", "fashion_mnist"] and all(set(x) == {3} for x in entries.values())
+
+
+def test_a_proxy_seed_of_stored_full_runs_is_refused_while_validating(tmp_path, monkeypatch, capsys):
+    from gate.results import Record, ResultsStore
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier = write_tier(tmp_path / "tiny.yaml")
+    root = tmp_path / "root"
+    plan = expand_tier(load_tier(str(tier)), POOL.split("=")[1].split(","), root)
+    ResultsStore(root / "results" / "records.jsonl").append([Record(
+        experiment=plan.experiments[0].id, kind="finetune", encoder="resnet18_scratch", dataset="digits",
+        task="classification", adapter="linear_classifier", recipe="conv", seed=0, split="test", metric="acc@1",
+        value=0.5, higher_is_better=True)])
+    code, err = rank_in_process(monkeypatch, capsys, [f"tier={tier}", POOL, f"paths.root={root}", "proxy_seeds=[0,9]"])
+    assert code == 2 and "proxy_seeds=[0, 9] shares seed(s) [0] with stored full runs of this tier" in err, err

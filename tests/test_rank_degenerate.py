@@ -3,63 +3,46 @@ the rule: gate.transferability.Metric.degenerate, tests/test_transferability_deg
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
-
-from gate.ranking.budget import Ledger
-from gate.ranking.pipeline import FullResults, RankResult, Request, summary_lines, summary_table, validate_against_full
-from gate.ranking.proxy import BenchmarkRanking
-from gate.ranking.stats import rank_intervals
 
 from helpers import compose_run
 
 
-def _validated(degenerate):
-    encs = ["a", "b", "c", "d"]
-    full = pd.DataFrame({"x": [0.9, 0.8, 0.7, 0.1], "y": [0.5, 0.9, 0.4, 0.3]}, index=encs)
-    fr = FullResults(full, {b: {0: full[b], 1: full[b]} for b in full}, {b: ("acc@1", True) for b in full}, {}, {})
-    rankings = {b: BenchmarkRanking(b, "acc@1", True, 10, (2,), [], list(encs)) for b in full}
-    scores = {"sfda": {b: {"a": 1.0, "b": 1.0, "c": 0.7, "d": 0.2} for b in full},
-              "logme": {"x": {"a": 0.4, "b": 0.3, "c": 0.2, "d": 0.1}}}
-    result = RankResult(rankings, Ledger(), pd.DataFrame(), [], fr, scores=scores, degenerate=degenerate)
+def test_gate_rank_baselines_say_beside_the_number_where_a_score_is_degenerate(tmp_path, capsys):
+    """A baseline score degenerate on some of the rows it scored is marked beside its τ: validation.csv's
+    ``degenerate`` column, the printed line and the report."""
+    from types import SimpleNamespace
 
-    class Plan:
-        encoders = tuple(encs)
+    from test_rank_outputs import _Plan, _result
 
-        class tier:
-            name = "t"
-
-    request = Request(None, tuple(encs), 0.1, eta=2, overhead_steps=0, n_boot=20, use_full_runs=True,
-                      baseline_scores=("sfda", "logme"))
-    result.validation = validate_against_full(result, Plan, request, ["x", "y"])
-    result.ceiling = {"x": 1.0, "y": 1.0, "tier": 1.0}
-    result.tier_ranking = rank_intervals(result.predicted(), n_boot=20)
-    return result, Plan, request
-
-
-def test_gate_rank_baselines_say_beside_the_number_where_a_score_is_degenerate(tmp_path):
+    from gate.cli.rank import print_result
+    from gate.ranking.history import History
+    from gate.ranking.pipeline import Request, validate
     from gate.ranking.report import write_report
 
-    wide = {"a": "feature rank 149 ≥ 150 rows − 10 classes", "b": "feature rank 199 ≥ 200 rows − 10 classes"}
-    result, plan, request = _validated({"sfda": {"x": wide, "y": {"a": wide["a"]}}})
-    table = result.validation
-    rows = table.set_index(["method", "scope"])["degenerate"]
-    assert rows["score:sfda", "x"] == ("on 2 of 4 encoders: feature rank 149 ≥ 150 rows − 10 classes; "
-                                       "feature rank 199 ≥ 200 rows − 10 classes")
-    assert rows["score:sfda", "y"] == "on 1 of 4 encoders: feature rank 149 ≥ 150 rows − 10 classes"
-    assert rows["score:sfda", "tier"].startswith("on 3 of 8 encoder × benchmark scores: feature rank 149")
-    assert rows["score:logme", "tier"] == "" and rows["proxy", "tier"] == ""
-    summary = summary_table(table, {"x": 1.0, "y": 1.0, "tier": 1.0})
-    lines = {line.split()[0]: line for line in summary_lines(summary)}
-    assert lines["score:sfda"].endswith("(degenerate on 3 of 8 encoder × benchmark scores: feature rank 149 ≥ 150 "
-                                        "rows − 10 classes; feature rank 199 ≥ 200 rows − 10 classes)")
-    assert "τ +" in lines["score:sfda"] and "degenerate" not in lines["score:logme"] + lines["proxy"]
-    # a validation.csv read back (empty notes become NaN) summarises the same
-    back = summary_table(table.astype({"degenerate": object}).replace("", math.nan), {"tier": 1.0})
-    assert summary_lines(back) == summary_lines(summary)
-    page = write_report(result, plan, request, tmp_path).read_text()  # the page's summary and per-benchmark tables
-    assert page.count("on 3 of 8 encoder × benchmark scores: feature rank 149") == 2 and "on 1 of 4 encoders" in page
+    encs = ["a", "b", "c"]
+    result = _result(validation=False)
+    result.scores = {"sfda": {"x": {"a": 1.0, "b": 1.0, "c": 0.2}}, "logme": {"x": {"a": 0.4, "b": 0.3, "c": 0.2}}}
+    result.degenerate = {"sfda": {"x": {"a": "feature rank 149 ≥ 150 rows − 10 classes",
+                                        "b": "feature rank 199 ≥ 200 rows − 10 classes"}}}
+    truth = History(pd.DataFrame({"x": [0.9, 0.5, 0.1]}, index=encs),
+                    seeds={"x": pd.DataFrame({0: [0.9, 0.5, 0.1], 1: [0.8, 0.6, 0.1]}, index=encs)})
+    plan = SimpleNamespace(experiments=[SimpleNamespace(encoder=e, dataset="x", config={"encoder": {"name": e}})
+                                        for e in encs], encoders=tuple(encs), tier=_Plan.tier)
+    request = Request(None, tuple(encs), 0.1, baseline_scores=("sfda", "logme"), n_boot=20)
+    result.validation, result.ceiling, result.paired = validate(result, truth, ["x"], encs, request, plan, None,
+                                                                None, None)
+    notes = result.validation.set_index("method")["degenerate"]
+    assert notes["score:sfda"] == ("on 2 of 3 encoder × benchmark scores: feature rank 149 ≥ 150 rows − 10 classes; "
+                                   "feature rank 199 ≥ 200 rows − 10 classes")
+    assert notes["score:logme"] == "" and notes["v2"] == ""
+    result.truth = truth
+    print_result(SimpleNamespace(result=result, out=tmp_path, files={}), SimpleNamespace(plan=plan, request=request))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("score:sfda")]
+    assert lines and lines[0].endswith("(degenerate on 2 of 3 encoder × benchmark scores: feature rank 149 ≥ 150 rows "
+                                       "− 10 classes; feature rank 199 ≥ 200 rows − 10 classes)")
+    page = write_report(result, plan, request, tmp_path).read_text()
+    assert "on 2 of 3 encoder × benchmark scores" in page
 
 
 def test_gate_rank_reads_the_mark_from_the_score_records(tmp_path):

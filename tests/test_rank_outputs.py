@@ -1,5 +1,5 @@
 """gate-rank's output folder, ``<paths.reports>/rank-<tier>-<key>/``: its key is the request's identity (every
-setting of conf/rank.yaml but the run-only ones, the tier as loaded and expanded, the proxy's seed), so two requests
+setting of conf/rank.yaml but the run-only ones, the tier as loaded and expanded), so two requests
 that can give different files never share a folder; and the folder is written as one set of files (a failure leaves
 the old set, a rerun leaves no file of the old set behind)."""
 
@@ -15,8 +15,7 @@ from omegaconf import OmegaConf
 from gate.ranking import stage
 from gate.ranking.budget import Ledger
 from gate.ranking.pipeline import RankResult
-from gate.ranking.proxy import BenchmarkRanking
-from gate.ranking.stats import rank_intervals
+from gate.ranking.plan import Plan
 
 from helpers import compose_run
 
@@ -30,16 +29,16 @@ TIER = {"name": "pair", "seeds": [0, 1], "score": False,
 
 # One other value of every setting of the request that is part of its identity.
 CHANGED = {
-    "budget": 0.2, "proxy_benchmarks": None, "run_fraction": 0.5, "cost_probe_steps": 0, "eta": 3, "max_rungs": None,
-    "overhead_steps": 2.0, "scores": ["knn_acc"], "baseline_scores": ["logme"], "use_full_runs": False,
-    "validate": False, "proxy_without_scores": False, "n_boot": 50,
+    "budget": 0.2, "proxy_benchmarks": None, "run_fraction": 0.5, "history": ["store"], "min_per_family": 0,
+    "val_points": 3, "prior": ["logme"], "static": [], "baseline_scores": ["logme"], "use_full_runs": False,
+    "validate": False, "n_boot": 50,
     # these change the plan: expanded again
-    "encoders": list(reversed(POOL)),           # the same pool in another order: the cost probe's encoder is the first
+    "encoders": list(reversed(POOL)),
     "overrides": ["data.max_train_samples=40"],
-    "seed": 1,                                  # the proxy's seed (null: the tier's first, 0)
+    "proxy_seeds": [7, 8],
     "tier_file": "reordered",                   # the same name and experiments, the benchmarks in another order
 }
-REPLANNED = ("encoders", "overrides", "seed", "tier_file")
+REPLANNED = ("encoders", "overrides", "proxy_seeds", "tier_file")
 
 
 _COMPOSED: dict = {}  # tmp_path -> the request as composed once (a test asks for it a dozen times)
@@ -83,19 +82,20 @@ def test_every_setting_of_the_request_but_the_run_only_ones_gives_its_own_folder
     assert stage.output_dir(moved, prepared) == tmp_path / "elsewhere" / folder.name
 
 
-def test_seed_null_and_the_tiers_first_seed_are_one_request(tmp_path):
-    plain, explicit = _plain(tmp_path, seed=None), _plain(tmp_path, seed=0)
-    assert stage.output_dir(plain, stage.prepare(plain, [])) == stage.output_dir(explicit, stage.prepare(explicit, []))
-
-
 def _result(validation: bool) -> RankResult:
     encs = ["a", "b", "c"]
-    rankings = {"x": BenchmarkRanking("x", "acc@1", True, 10, (2, 4), [], list(encs))}
-    result = RankResult(rankings, Ledger({"run 1": 30.0}, {"a × x": 600.0}), pd.DataFrame(), [])
-    result.tier_ranking = rank_intervals(result.predicted(), n_boot=10)
+    ranking = pd.DataFrame({"mean_rank": [1.0, 2.0, 3.0], "rank": [1.0, 2.0, 3.0]}, index=encs)
+    plan = Plan("proxy", (), ("x",), (100,), 0.5, 0.0, 30.0, 60.0, 600.0, "the proxy as wanted")
+    predictions = pd.DataFrame([{"encoder": e, "benchmark": "x", "value": v, "source": "observed"}
+                                for e, v in zip(encs, (0.9, 0.5, 0.1))])
+    result = RankResult(ranking, "proxy", "one seed", plan, None, [], predictions, pd.DataFrame({100: [1.0, 2.0, 3.0]},
+                                                                                                index=encs),
+                        None, {}, {}, {}, Ledger({"run 1": 20.0}, {"run 1": 30.0}, {"a × x": 600.0}), [], [])
     if validation:
-        result.validation = pd.DataFrame([{"method": "proxy", "scope": "tier", "tau": 1.0}])
-        result.ceiling = {"tier": 1.0}
+        result.validation = pd.DataFrame([{"method": "v2", "tau": 1.0, "tau_w": 1.0, "regret": 0.0, "top3_recall": 1.0,
+                                           "degenerate": ""}])
+        result.ceiling = {"n_seeds": 2, "one_seed_vs_rest": 0.8, "v2_vs_rest": 1.0, "ratio": 1.25}
+        result.paired = pd.DataFrame(columns=["baseline", "tau_difference", "lo", "hi", "p_v2_not_better", "draws"])
     return result
 
 
@@ -108,9 +108,9 @@ class _Plan:
 
 def test_the_folder_is_replaced_as_a_whole(tmp_path, monkeypatch):
     out = tmp_path / "reports" / "rank-t-0000"
-    prepared = stage.Prepared(_Plan, None, 0)
+    prepared = stage.Prepared(_Plan, None)
     files = stage.write(_result(validation=True), prepared, out, report=False)
-    assert set(files) == {"rungs", "predictions", "tier_ranking", "cost", "ledger", "validation", "ceiling"}
+    assert set(files) == {"predictions", "tier_ranking", "seeds", "cost", "ledger", "validation", "ceiling", "paired"}
     assert all(p.parent == out and p.is_file() for p in files.values())
     # the same request again, now without full results to validate against: no validation.csv of the first run stays
     files = stage.write(_result(validation=False), prepared, out, report=False)
@@ -119,7 +119,7 @@ def test_the_folder_is_replaced_as_a_whole(tmp_path, monkeypatch):
 
     # a failure while writing (a full disk, a kill) leaves the old set untouched, and no staging folder behind
     def broken(result, staging):
-        (staging / "rungs.csv").write_text("half")
+        (staging / "predictions.csv").write_text("half")
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(stage, "write_outputs", broken)

@@ -10,11 +10,7 @@ import pytest
 from scipy import stats as st
 
 from gate.analysis.pipeline import representative_figure, representative_values_with_intervals
-from gate.ranking.budget import Ledger
-from gate.ranking.pipeline import FullResults, RankResult, Request, validate_against_full
-from gate.ranking.proxy import BenchmarkRanking
 from gate.ranking.report import write_report
-from gate.ranking.stats import rank_intervals
 
 
 def test_overview_is_one_column_per_benchmark_on_its_metric_with_a_seed_interval(tmp_path):
@@ -34,25 +30,13 @@ def test_overview_is_one_column_per_benchmark_on_its_metric_with_a_seed_interval
     assert representative_figure(summary, info, tmp_path / "h.png").stat().st_size > 1000
 
 
-def test_rank_page_has_the_ranking_cost_full_heatmap_and_predicted_vs_full(tmp_path):
-    encs = ["a", "b", "c", "d"]
-    full = pd.DataFrame({"x": [0.9, 0.8, 0.7, 0.1], "y": [0.5, 0.9, 0.4, 0.3]}, index=encs)
-    fr = FullResults(full, {b: {0: full[b], 1: full[b] * 0.98} for b in full}, {"x": ("acc@1", True),
-                                                                                "y": ("acc@1", True)}, {}, {})
-    rankings = {b: BenchmarkRanking(b, "acc@1", True, 10, (2, 4), [], list(encs)) for b in full}
-    result = RankResult(rankings, Ledger({"run 1": 30.0}, {"a × x": 600.0}), pd.DataFrame(), [], fr)
-    result.tier_ranking = rank_intervals(result.predicted(), n_boot=20)
+def test_rank_page_says_whose_ranking_it_is_what_was_chosen_and_how_it_did(tmp_path):
+    from test_rank_outputs import _Plan, _result
 
-    class Plan:
-        encoders = tuple(encs)
-
-        class tier:
-            name = "t"
-
-    request = Request(None, tuple(encs), 0.1, eta=2, overhead_steps=0, n_boot=20, use_full_runs=True)
-    result.validation = validate_against_full(result, Plan, request, ["x", "y"])
-    result.ceiling = {"x": 1.0, "y": 1.0, "tier": 1.0}
-    page = write_report(result, Plan, request, tmp_path).read_text()
-    assert "0.050</b> of it" in page and "Predicted vs full" in page and "Mean rank over the benchmarks" in page
-    for name in ("full_heatmap.png", "predicted_vs_full.png"):
-        assert (tmp_path / "figures" / name).stat().st_size > 1000 and f"figures/{name}" in page
+    result = _result(validation=True)
+    result.paired = pd.DataFrame([{"baseline": "score:logme", "tau_difference": 0.33, "lo": -0.1, "hi": 0.8,
+                                   "p_v2_not_better": 0.12, "draws": 100}])
+    page = write_report(result, _Plan, type("R", (), {"budget": 0.1})(), tmp_path).read_text()
+    assert "The ranking is the proxy's</b>: one seed." in page and "Predicted ranking on the tier" in page
+    assert "0.050</b> of it" in page and "Predicted vs full" in page and "ratio 1.250" in page
+    assert "score:logme" in page and "Values behind it" in page and "Proxy seeds" in page

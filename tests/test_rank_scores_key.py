@@ -1,5 +1,5 @@
-"""`gate-rank scores=[leep]` with an encoder that has no source classification head names gate-rank's own key
-(scores), not gate-score's (issue 27: its error said "metric(s) ['leep'] ... num_source_classes", neither of which
+"""`gate-rank prior=[leep]` with an encoder that has no source classification head names gate-rank's own key
+(prior), not gate-score's (issue 27: its error said "metric(s) ['leep'] ... num_source_classes", neither of which
 a gate-rank user can set)."""
 
 import pytest
@@ -19,7 +19,7 @@ def compose_score(overrides):
         return compose("score", overrides=list(overrides))
 
 
-@pytest.mark.parametrize("key", ["scores", "baseline_scores"])
+@pytest.mark.parametrize("key", ["prior", "baseline_scores"])
 def test_a_source_score_for_an_encoder_without_a_head_names_gate_ranks_key(tmp_path, key):
     tier = parse_tier({"name": "t", "seeds": [0], "overrides": {"image_size": 32}, "score_overrides": {"max_samples": 40},
                        "benchmarks": ["digits"]}, "t")
@@ -35,9 +35,9 @@ def test_a_source_score_for_an_encoder_without_a_head_names_gate_ranks_key(tmp_p
 
 
 def test_gate_rank_refuses_it_before_any_run(tmp_path):
-    """The encoder class declares no source head: refused from the plan alone, before a cost probe or a rung."""
+    """The encoder class declares no source head: refused from the plan alone, before any run or feature pass."""
     tier = parse_tier({"name": "t", "seeds": [0], "benchmarks": ["digits"]}, "t")
     plan = expand_tier(tier, ["efficientnet_lite0", "resnet18_scratch"], tmp_path, check_prepared=lambda d: None)
-    check_score_heads(plan, ["knn_acc"], "scores")  # feature scores: every encoder takes them
-    with pytest.raises(ConfigError, match=r"^scores=\['nce'\] is invalid: nce needs .* encoder resnet18_scratch lacks"):
-        check_score_heads(plan, ["nce"], "scores")
+    check_score_heads(plan, ["knn_acc"], "prior")  # feature scores: every encoder takes them
+    with pytest.raises(ConfigError, match=r"^prior=\['nce'\] is invalid: nce needs .* encoder resnet18_scratch lacks"):
+        check_score_heads(plan, ["nce"], "prior")

@@ -472,14 +472,15 @@ def test_no_isinstance_validation_chain_outside_the_schema():
 RANK_CASES = [
     ({"budget": "cheap"}, "budget='cheap' is invalid: expected a fraction of the full tier's compute"),
     ({"budget": 2.0}, "budget=2.0 is invalid"),
-    ({"eta": 1}, "eta=1 is invalid: expected an integer >= 2 (the halving factor)"),
+    ({"eta": 2}, "eta was replaced by nothing: successive halving was removed"),
     ({"n_boot": -1}, "n_boot=-1 is invalid: must be >= 0"),
-    ({"overhead_steps": "x"}, "overhead_steps='x' is invalid"),
-    ({"seed": -2}, "seed=-2 is invalid"),
+    ({"overhead_steps": 2}, "overhead_steps was replaced by the cost model's fixed seconds per run"),
+    ({"seed": 3}, "seed was replaced by proxy_seeds"),
+    ({"proxy_seeds": [-2]}, "proxy_seeds=[-2] is invalid"),
     ({"validate": "maybe"}, "validate='maybe' is invalid: expected true or false"),
     ({"colour": "red"}, "colour is not a gate-rank setting"),
     ({"encoders": ["a", "b"]}, "a ranking needs at least 3 distinct encoders"),
-    ({"scores": ["nope"]}, "scores: unknown score 'nope'"),
+    ({"prior": ["nope"]}, "prior: unknown score 'nope'"),
 ]
 
 

@@ -1,9 +1,20 @@
-"""gate-rank's library stage: tier × encoders × budget → predicted rankings, their cost and (where full results
-exist) their validation against full fine-tuning beside baselines.
+"""gate-rank's library stage (v2): tier × pool × budget → a ranking of the pool on the whole tier, what it cost against
+what was planned, and — where the tier's full runs are stored — how right it was, beside baselines.
 
-:func:`check_request` validates everything that can be known without training (budget, pool, scores, the tier's
-entries the proxy can run); :func:`rank_tier` then runs the proxy benchmark by benchmark (reusing the store),
-and :func:`validate_against_full` compares with the full tier's stored results.
+The steps (docs/ranking.md has the measurements behind each):
+
+1. :func:`check_request`: every problem that can be known without training, in one line, before anything runs;
+2. the **history** (:mod:`gate.ranking.history`): other encoders' full results, never the pool's;
+3. the **plan** (:mod:`gate.ranking.plan`): costs predicted by the **cost model** (:mod:`gate.ranking.cost`) from the
+   store's records, the benchmarks **chosen from the history** (:mod:`gate.ranking.select`), shrunk until it fits:
+   fewer proxy seeds, then fewer benchmarks, then shorter runs, then the prior, then the static ranking;
+4. the **prior** (:mod:`gate.ranking.prior`): zero-training scores and static facts, which order the first allocation;
+5. the **proxy** (:mod:`gate.ranking.proxy`): one run per encoder per (proxy seed, benchmark), each ranked on its
+   validation curve extrapolated to the full run's steps (:mod:`gate.ranking.curves`), re-planned before every block;
+6. the **tier ranking**: the mean over proxy seeds, with the benchmarks not run predicted where the history says that
+   wins (:mod:`gate.ranking.complete`), or the prior's where the proxy is the less reliable (:func:`prior.decide`);
+7. the **validation** (:func:`validate`): τ against the full runs' mean, the leave-one-seed-out ceiling, top-3 recall,
+   top-1 regret and paired bootstrap comparisons with the baselines.
 """
 
 from __future__ import annotations
@@ -11,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,14 +29,32 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gate.errors import ConfigError
+from gate.errors import ConfigError, GateError
 from gate.families import family
-from gate.ranking import stats
-from gate.ranking.budget import Ledger, RunCost, finite_or_none, minutes, shown, subset_budget
-from gate.ranking.proxy import BenchmarkRanking, ProxyContext, probe_costs, run_benchmark
+from gate.ranking import complete, select
+from gate.ranking import plan as planning
+from gate.ranking import prior as priors
+from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
+from gate.ranking.complete import kendall
+from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation
+from gate.ranking.history import History, from_store
+from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
 
 MIN_ENCODERS = 3
 POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
+#: gate-rank v1's keys, refused naming what replaced them.
+RETIRED = {
+    "seed": "proxy_seeds (a list of seeds outside the tier's; the proxy runs each and ranks by their mean)",
+    "cost_probe_steps": "the cost model (gate/ranking/cost.py): costs are predicted from the store's records, never "
+                        "timed by a probe",
+    "overhead_steps": "the cost model's fixed seconds per run, fitted on the store's records",
+    "eta": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
+    "max_rungs": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
+    "scores": "prior (the zero-training scores that order the first allocation and are the fallback)",
+    "proxy_without_scores": "nothing: the prior no longer seeds a run; validation compares it as a baseline",
+}
+#: The baselines every validation compares (their τ beside v2's, paired).
+STATIC_BASELINES = ("params", "source_top1")
 
 
 def known_scores() -> list[str]:
@@ -38,50 +66,109 @@ def known_scores() -> list[str]:
 @dataclasses.dataclass(frozen=True)
 class Request:
     """One gate-rank request. gate-rank's values for every field are conf/rank.yaml's (the only place that states
-    them); the library takes the knobs without defaults, and the optional parts default to the plain mechanism:
-    no scores, every benchmark, halving down to two."""
+    them)."""
 
     tier: Any                       # gate.tiers.spec.Tier
     encoders: tuple[str, ...]
     budget: float
     _: dataclasses.KW_ONLY
-    eta: int
-    overhead_steps: float
-    n_boot: int
-    use_full_runs: bool             # a benchmark whose full runs are all stored is ranked by them (no proxy)
-    seed_scores: tuple[str, ...] = ()
-    baseline_scores: tuple[str, ...] = ()
-    proxy_benchmarks: str | int | tuple[str, ...] | None = None  # auto | None (every one) | m (the first m) | names
-    max_rungs: int | None = None    # 1: every encoder one run (no halving); None: halve down to two
-    run_fraction: float | None = None  # proxy_benchmarks=auto: each run at least this fraction of its full steps
-    cost_probe_steps: int = 0       # > 0: measure each benchmark's cost before splitting the budget over a subset
+    history: tuple[str, ...] = ("store", "paper")
+    proxy_benchmarks: str | tuple[str, ...] | None = "auto"   # auto | first | None (every one) | names
+    min_per_family: int = 1
+    val_points: int = 4
+    proxy_seeds: tuple[int, ...] = (100, 101, 102)
+    run_fraction: float = 0.67
+    prior: tuple[str, ...] = ("knn_acc", "logme", "linear_probe_acc")
+    static: tuple[str, ...] = ("params",)
+    baseline_scores: tuple[str, ...] = ("knn_acc", "logme", "linear_probe_acc")
+    n_boot: int = 1000
+    use_full_runs: bool = True
+    validate: bool = True
+
+    @classmethod
+    def from_plain(cls, tier: Any, plain: Mapping[str, Any]) -> Request:
+        pb = plain["proxy_benchmarks"]
+        history = plain["history"]
+        return cls(tier, tuple(plain["encoders"]), float(plain["budget"]),
+                   history=(history,) if isinstance(history, str) else tuple(history),
+                   proxy_benchmarks=tuple(pb) if isinstance(pb, list) else pb,
+                   min_per_family=int(plain["min_per_family"]), val_points=int(plain["val_points"]),
+                   proxy_seeds=tuple(int(s) for s in plain["proxy_seeds"]), run_fraction=float(plain["run_fraction"]),
+                   prior=tuple(plain["prior"]), static=tuple(plain["static"]),
+                   baseline_scores=tuple(plain["baseline_scores"]), n_boot=int(plain["n_boot"]),
+                   use_full_runs=bool(plain["use_full_runs"]), validate=bool(plain["validate"]))
 
 
 def check_request(request: Mapping[str, Any]) -> None:
-    """Every problem with the request itself (conf/rank.yaml's settings, declared in :data:`gate.settings.RANK`),
-    then the pool and the score names, as one :class:`ConfigError` line, before the tier is expanded."""
+    """Every problem with the request itself (its settings, declared in :data:`gate.settings.RANK`), the pool, the
+    score and static names and the history, as one :class:`ConfigError` line, before the tier is expanded."""
+    from gate.ranking.history import problems as history_problems
     from gate.settings import RANK, check
 
-    problems = check(request, RANK)
+    retired = [k for k in RETIRED if k in request]
+    problems = [f"{k} was replaced by {RETIRED[k]}" for k in retired]
+    problems += check({k: v for k, v in request.items() if k not in retired}, RANK)
     encoders = request.get("encoders")
     if RANK.settings["encoders"].valid(encoders) and len(dict.fromkeys(encoders)) < MIN_ENCODERS:
         problems.append(f"encoders={list(encoders)!r} is invalid: a ranking needs at least {MIN_ENCODERS} distinct "
                         f"encoders (encoder=a,b,c)")
     known = known_scores()
-    for key in ("scores", "baseline_scores"):
+    for key in ("prior", "baseline_scores"):
         names = request.get(key)
         bad = [s for s in names if s not in known] if RANK.settings[key].valid(names) else []
         if bad:
             problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
+    static = request.get("static")
+    bad = [s for s in static if s not in priors.STATIC] if RANK.settings["static"].valid(static) else []
+    if bad:
+        problems.append(f"static: unknown fact {', '.join(map(repr, bad))}; known: {list(priors.STATIC)}")
+    if RANK.settings["history"].valid(request.get("history")):
+        problems += history_problems(request["history"])
     if problems:
         raise ConfigError("; ".join(problems))
 
 
-def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]]:
-    """The tier's benchmarks the proxy can rank: those every encoder of the pool takes (a ranking compares all
-    of them), with the proxy's seed. Returns ``{benchmark: [experiment per encoder]}`` and why others are left
-    out. Raises :class:`ConfigError` when none is left, or when a dataset is the entry of two protocols (a
-    benchmark is ranked once: one of them would be dropped)."""
+def check_against_plan(request: Request, plan: Any, entries: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
+                       configs: Mapping[str, Mapping[str, Any]]) -> None:
+    """The problems only the expanded tier shows, before any run: ``proxy_benchmarks`` naming a benchmark the tier
+    lacks, ``static=[source_top1]`` for an encoder that does not declare it, proxy seeds shared with stored full
+    runs (with ``validate``), and an encoder's ``paper_name`` that the paper's table lacks (with history ``paper``)."""
+    problems = []
+    pb = request.proxy_benchmarks
+    if isinstance(pb, tuple):
+        unknown = [b for b in pb if b not in entries]
+        if unknown:
+            problems.append(f"proxy_benchmarks: {', '.join(map(repr, unknown))} is not among the benchmarks the proxy "
+                            f"can run on tier {plan.tier.name} ({list(entries)})")
+    if "source_top1" in request.static:
+        lacking = [e for e in plan.encoders if not isinstance(configs[e].get("source_top1"), (int, float))]
+        if lacking:
+            problems.append(f"static=[source_top1]: encoder(s) {', '.join(lacking)} declare no source_top1 (the top-1 "
+                            f"accuracy their pretrained weights publish) in conf/encoder/<name>.yaml; drop "
+                            f"source_top1 from static or declare it")
+    if request.validate:
+        stored = {int(exp.seed) for exp in plan.experiments
+                  if exp.seed in request.proxy_seeds and any(r.get("experiment") == exp.id for r in records)}
+        if stored:
+            problems.append(f"proxy_seeds={list(request.proxy_seeds)} shares seed(s) {sorted(stored)} with stored full "
+                            f"runs of this tier (a proxy run would share their data order and random stream while "
+                            f"validate=true grades it against them); choose seeds outside {sorted(plan.tier.seeds)}")
+    if "paper" in request.history:
+        from gate.analysis.meta import default_paper_table
+
+        columns = set(pd.read_csv(default_paper_table(), nrows=0).columns)
+        missing = [f"{e} ({configs[e]['paper_name']})" for e in plan.encoders
+                   if configs[e].get("paper_name") and configs[e]["paper_name"] not in columns]
+        if missing:
+            problems.append(f"paper_name of {', '.join(missing)} is not a column of the paper's table")
+    if problems:
+        raise ConfigError("; ".join(problems))
+
+
+def proxy_entries(plan: Any, seeds: Sequence[int]) -> tuple[dict[str, dict[int, dict[str, Any]]], list[str]]:
+    """The tier's benchmarks the proxy can run: those every encoder of the pool takes, with a step budget >= 2.
+    Returns ``{benchmark: {seed: {encoder: experiment}}}`` for the proxy ``seeds`` and why others are left out;
+    a :class:`ConfigError` when none is left, or when a dataset is the entry of two protocols."""
     listed: dict[str, list[int]] = {}
     for i, entry in enumerate(plan.tier.entries, 1):
         listed.setdefault(entry.dataset, []).append(i)
@@ -90,124 +177,29 @@ def proxy_entries(plan: Any, seed: int) -> tuple[dict[str, list[Any]], list[str]
         raise ConfigError(f"tier {plan.tier.name}: gate-rank ranks each benchmark once, and {'; '.join(twice)} "
                           f"{'is' if len(twice) == 1 else 'are'} listed with more than one protocol: keep one entry "
                           f"per dataset")
-    by_bench: dict[str, dict[str, Any]] = {}
+    by: dict[str, dict[int, dict[str, Any]]] = {}
     for exp in plan.experiments:
-        if exp.seed == seed:
-            by_bench.setdefault(exp.dataset, {})[exp.encoder] = exp
+        if exp.seed in seeds:
+            by.setdefault(exp.dataset, {}).setdefault(int(exp.seed), {})[exp.encoder] = exp
     out, dropped = {}, []
     for entry in plan.tier.entries:
-        got = by_bench.get(entry.dataset, {})
-        missing = [e for e in plan.encoders if e not in got]
+        got = by.get(entry.dataset, {})
+        missing = [e for e in plan.encoders if any(e not in got.get(s, {}) for s in seeds)]
         if missing:
-            dropped.append(f"{entry.dataset}: not taken by {', '.join(missing)}")
+            dropped.append(f"{entry.dataset}: not taken by {', '.join(dict.fromkeys(missing))}")
             continue
-        steps = got[plan.encoders[0]].config["trainer"].get("max_steps")
+        steps = got[seeds[0]][plan.encoders[0]].config["trainer"].get("max_steps")
         if not isinstance(steps, int) or steps < 2:
             dropped.append(f"{entry.dataset}: trainer.max_steps={steps!r} (the proxy needs a step budget >= 2)")
             continue
-        out[entry.dataset] = [got[e] for e in plan.encoders]
+        out[entry.dataset] = got
     if not out:
-        raise ConfigError(f"tier {plan.tier.name} has no entry the proxy can run for {list(plan.encoders)}: "
+        raise ConfigError(f"tier {plan.tier.name} has nothing the proxy can run for {list(plan.encoders)}: "
                           f"{'; '.join(dropped) or 'no experiments'}")
     return out, dropped
 
 
-def choose_benchmarks(candidates: Sequence[str], spec: str | int | Sequence[str] | None, *,
-                      full_cost: Mapping[str, float] | None = None, budget: float | None = None,
-                      seeds: int | None = None, run_fraction: float | None = None) -> list[str]:
-    """The benchmarks the proxy runs among ``candidates`` (the tier's entries it must rank, in tier order):
-    all (``None``), the first ``m`` (an int; more than there are: all), the named ones (each must be a
-    candidate: :class:`ConfigError` naming it otherwise), or ``"auto"``: the tier's first benchmarks, as many as
-    the whole budget lets every encoder train ``run_fraction`` of each one's full steps (one run per encoder and
-    benchmark; at least one benchmark). ``full_cost``: what each candidate's full run costs, in one unit for
-    all (seconds measured by :func:`gate.ranking.proxy.probe_costs`, or steps; auto only)."""
-    if spec is None:
-        return list(candidates)
-    if spec == "auto":
-        if full_cost is None or budget is None or seeds is None or run_fraction is None:
-            raise ValueError("proxy_benchmarks=auto needs full_cost, budget, seeds and run_fraction")
-        cost = full_cost
-        affordable = budget * seeds * sum(cost[b] for b in candidates) / run_fraction
-        chosen, used = [], 0.0
-        for b in candidates:
-            if chosen and used + cost[b] > affordable + 1e-9:
-                break
-            chosen.append(b)
-            used += cost[b]
-        return chosen
-    if isinstance(spec, int):
-        return list(candidates)[:spec]
-    unknown = [b for b in spec if b not in candidates]
-    if unknown:
-        raise ConfigError(f"proxy_benchmarks: {', '.join(map(repr, unknown))} is not among the benchmarks the proxy "
-                          f"can rank on this tier ({list(candidates)})")
-    return [b for b in candidates if b in spec]
-
-
-def proxy_candidates(entries: Mapping[str, Sequence[Any]], full: FullResults | None, encoders: Sequence[str],
-                     use_full_runs: bool) -> list[str]:
-    """The entries the proxy has to rank: all, less those ranked by their stored full runs (``use_full_runs``)."""
-    return [b for b in entries if not (use_full_runs and full is not None and full.complete(b, encoders))]
-
-
-def entry_steps(entries: Mapping[str, Sequence[Any]]) -> dict[str, int]:
-    return {b: int(exps[0].config["trainer"]["max_steps"]) for b, exps in entries.items()}
-
-
-# --------------------------------------------------------------------------------------- full results
-
-
-@dataclasses.dataclass
-class FullResults:
-    """The full tier's stored test values of each benchmark's tier_metric, higher-is-better."""
-
-    values: pd.DataFrame                              # encoders × benchmarks, mean over seeds
-    per_seed: dict[str, dict[int, pd.Series]]         # benchmark -> seed -> encoder values
-    metric: dict[str, tuple[str, bool]]               # benchmark -> (tier_metric, higher_is_better)
-    wall: dict[str, float]                            # "enc × bench" -> summed wall seconds over seeds
-    params: dict[str, dict[str, float]]               # benchmark -> encoder -> parameter count of its runs
-
-    def complete(self, benchmark: str, encoders: Sequence[str]) -> bool:
-        return benchmark in self.values.columns and self.values.loc[list(encoders), benchmark].notna().all()
-
-
-def read_full(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequence[str]) -> FullResults:
-    from gate.data.spec import spec_from_config
-    from gate.metrics import lookup
-
-    by_exp: dict[str, list[Mapping[str, Any]]] = {}
-    for r in records:
-        if r.get("kind") == "finetune":
-            by_exp.setdefault(r["experiment"], []).append(r)
-    per_seed: dict[str, dict[int, dict[str, float]]] = {}
-    metric: dict[str, tuple[str, bool]] = {}
-    wall: dict[str, float] = {}
-    params: dict[str, dict[str, float]] = {}
-    for exp in plan.experiments:
-        if exp.dataset not in benchmarks:
-            continue
-        name = spec_from_config(exp.config["dataset"]).tier_metric  # the dataset's, else its task family's
-        known = lookup(name)
-        hib = known.higher_is_better if known is not None else True
-        metric[exp.dataset] = (name, hib)
-        rows = [r for r in by_exp.get(exp.id, []) if r.get("split") == "test" and r.get("metric") == name]
-        if not rows:
-            continue
-        per_seed.setdefault(exp.dataset, {}).setdefault(exp.seed, {})[exp.encoder] = \
-            stats.oriented({"v": float(rows[-1]["value"])}, hib)["v"]
-        facts = rows[-1].get("facts") or {}
-        if isinstance(facts.get("wall_seconds"), (int, float)):
-            key = f"{exp.encoder} × {exp.dataset}"
-            wall[key] = wall.get(key, 0.0) + float(facts["wall_seconds"])
-        if facts.get("params"):
-            params.setdefault(exp.dataset, {})[exp.encoder] = float(facts["params"])
-    series = {b: {s: pd.Series(v, dtype=float) for s, v in seeds.items()} for b, seeds in per_seed.items()}
-    values = pd.DataFrame({b: pd.concat(list(seeds.values()), axis=1).mean(axis=1) for b, seeds in series.items()},
-                          index=list(plan.encoders))
-    return FullResults(values, series, metric, wall, params)
-
-
-# ---------------------------------------------------------------------------------------------- scores
+# ------------------------------------------------------------------------------------------------ scores
 
 
 Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder → value (or why it is degenerate)
@@ -215,12 +207,11 @@ Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder
 
 def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
                  run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
-                 echo: Callable[..., None] = print, key: str = "scores") -> tuple[Scores, dict[str, float], Scores]:
-    """Zero-training scores of every encoder on the classification benchmarks among ``benchmarks``:
-    ``{score: {benchmark: {encoder: value}}}``, the seconds each benchmark's scoring took (feature passes + the
-    scores; from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
-    value cannot discriminate (:meth:`gate.transferability.Metric.degenerate` on the record's rows, classes
-    and feature rank). ``key``: the setting that named ``names`` (scores, baseline_scores), named in errors."""
+                 echo: Callable[..., None] = print, key: str = "prior") -> tuple[Scores, dict[str, float], Scores]:
+    """Zero-training scores of every encoder on the benchmarks among ``benchmarks`` whose family takes scores:
+    ``{score: {benchmark: {encoder: value}}}``, the seconds each (encoder × benchmark) took (feature passes + the
+    scores, from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
+    value cannot discriminate. ``key``: the setting that named ``names``, named in errors."""
     from gate.engine.build import resolved_config
     from gate.results import experiment_id
     from gate.scoring.stage import NeedsSourceHead
@@ -234,7 +225,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     if not wanted:
         return values, seconds, degenerate
     check_score_heads(plan, names, key)
-    seed0 = plan.experiments[0].seed
+    seed0 = plan.tier.seeds[0]
     for exp in plan.experiments:
         if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
             continue
@@ -250,23 +241,19 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         rows = {r["metric"]: r for r in records() if r.get("experiment") == sid and r.get("kind") == "score"}
         extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
         spent = extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in wanted if m in rows)
-        seconds[exp.dataset] = seconds.get(exp.dataset, 0.0) + spent
+        seconds[f"{exp.encoder} × {exp.dataset}"] = spent
         marks = []
         for name in names:
-            if name == "ncti":
+            if name == "ncti" or name not in rows:
                 continue
-            if name in rows:
-                values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
-                facts = rows[name].get("facts") or {}
-                # a record stored before gate-score wrote num_classes and feature_rank: the dataset's declared
-                # classes (at least those present) and the width (at least the rank), so the mark errs towards
-                # flagging and says the rank was not recorded
-                classes = facts.get("num_classes", exp.config["dataset"]["num_classes"])
-                if "num_samples" in facts and {"feature_rank", "feature_dim"} & set(facts) and (why := SCORES[name].degenerate(
-                        facts["num_samples"], classes, feature_rank=facts.get("feature_rank"),
-                        feature_dim=facts.get("feature_dim"))):
-                    degenerate.setdefault(name, {}).setdefault(exp.dataset, {})[exp.encoder] = why
-                    marks.append(f"{name} ({why})")
+            values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
+            facts = rows[name].get("facts") or {}
+            classes = facts.get("num_classes", exp.config["dataset"]["num_classes"])
+            if "num_samples" in facts and {"feature_rank", "feature_dim"} & set(facts) and (why := SCORES[name].degenerate(
+                    facts["num_samples"], classes, feature_rank=facts.get("feature_rank"),
+                    feature_dim=facts.get("feature_dim"))):
+                degenerate.setdefault(name, {}).setdefault(exp.dataset, {})[exp.encoder] = why
+                marks.append(f"{name} ({why})")
         if "ncti" in names and all(t in rows for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")):
             values.setdefault("_ncti_terms", {}).setdefault(exp.dataset, {})[exp.encoder] = {  # type: ignore[assignment]
                 t: float(rows[t]["value"]) for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")}
@@ -309,133 +296,514 @@ def check_score_heads(plan: Any, names: Sequence[str], key: str) -> None:
             raise ConfigError(_headless(key, names, need, exp.encoder))
 
 
-# ------------------------------------------------------------------------------------------------ rank
+def score_ranks(values: Mapping[str, Mapping[str, float]], encoders: Sequence[str]) -> pd.Series | None:
+    """One score's ranking of the pool: its mean rank over the benchmarks where every encoder has a value."""
+    cols = {b: v for b, v in values.items() if all(e in v and math.isfinite(v[e]) for e in encoders)}
+    if not cols:
+        return None
+    frame = pd.DataFrame(cols).reindex(list(encoders))
+    return pd.Series(complete.mean_rank(frame.to_numpy(float)), index=list(encoders))
+
+
+# ------------------------------------------------------------------------------------------------- facts
+
+
+def run_features(exp: Any, params: float) -> RunFeatures:
+    feats = features_of(exp.config, exp.encoder, exp.dataset, params)
+    if feats is None:
+        raise GateError(f"experiment {exp.id}: its config has no data.batch_size or dataset section to cost it by")
+    return feats
+
+
+def features_of(cfg: Mapping[str, Any], encoder: str, dataset: str, params: float) -> RunFeatures | None:
+    """What a run's cost depends on, read from its resolved config (None: the config lacks the data section)."""
+    data, spec = cfg.get("data") or {}, cfg.get("dataset") or {}
+    if "batch_size" not in data or not spec:
+        return None
+    size = cfg.get("image_size") or 224
+    frames = (spec.get("options") or {}).get("frames") or 1
+    return RunFeatures(encoder, dataset, str(spec.get("task") or ""), float(params), float(size) ** 2 * float(frames),
+                       int(data["batch_size"]))
+
+
+def encoder_params(plan: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each encoder's parameter count: from a stored run's facts (the model it trained), else by building it."""
+    out: dict[str, float] = {}
+    for r in records:
+        facts = r.get("facts") or {}
+        if r.get("kind") == "finetune" and r.get("encoder") in plan.encoders and isinstance(facts.get("params"), (int, float)):
+            out.setdefault(str(r["encoder"]), float(facts["params"]))
+    for enc in plan.encoders:
+        if enc in out:
+            continue
+        exp = next(e for e in plan.experiments if e.encoder == enc)
+        try:
+            from gate.engine.build import build_encoder
+
+            model = build_encoder(exp.config["encoder"], None, seed=0)
+            out[enc] = float(sum(p.numel() for p in model.parameters()))
+        except Exception:  # noqa: BLE001 - an encoder that cannot be built here has no static params (said below)
+            out[enc] = math.nan
+    return out
+
+
+def cost_observations(records: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """Every stored run's costs (:func:`gate.ranking.cost.observation`), with its features from its config."""
+    seen, out = set(), []
+    for r in records:
+        if r.get("kind") != "finetune" or r.get("experiment") in seen:
+            continue
+        seen.add(r.get("experiment"))
+        facts = r.get("facts") or {}
+        if not isinstance(facts.get("params"), (int, float)):
+            continue
+        feats = features_of(r.get("config") or {}, str(r["encoder"]), str(r["dataset"]), float(facts["params"]))
+        obs = observation(feats, facts) if feats is not None else None
+        if obs is not None:
+            out.append(obs)
+    return out
+
+
+def stored_full_seconds(plan: Any, records: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, float]:
+    """``"enc × bench"`` → the summed wall seconds of its stored full runs, where every seed in ``seeds`` is stored."""
+    walls: dict[str, dict[int, float]] = {}
+    ids = {exp.id: exp for exp in plan.experiments if exp.seed in seeds}
+    for r in records:
+        exp = ids.get(r.get("experiment"))
+        facts = r.get("facts") or {}
+        if exp is not None and r.get("split") == "test" and isinstance(facts.get("wall_seconds"), (int, float)):
+            walls.setdefault(f"{exp.encoder} × {exp.dataset}", {})[int(exp.seed)] = float(facts["wall_seconds"])
+    return {k: sum(v.values()) for k, v in walls.items() if set(v) >= set(seeds)}
+
+
+# ------------------------------------------------------------------------------------------------ result
 
 
 @dataclasses.dataclass
 class RankResult:
-    rankings: dict[str, BenchmarkRanking]
+    tier_ranking: pd.DataFrame          # per encoder: mean_rank, rank, lo, hi (where intervals exist); best first
+    source: str                         # proxy | prior | static
+    why: str                            # why that source
+    plan: planning.Plan
+    selection: Any                      # gate.ranking.select.Selection (None for prior / static plans)
+    runs: list[ProxyRun]
+    predictions: pd.DataFrame           # encoder, benchmark, value, lo, hi, source (observed | completed | fallback | full)
+    seeds: pd.DataFrame                 # per proxy seed: each encoder's tier rank; agreement in attrs
+    prior_ranking: pd.Series | None     # lower is better
+    static_rankings: dict[str, pd.Series]
+    scores: Scores
+    degenerate: Scores
     ledger: Ledger
-    tier_ranking: pd.DataFrame
     dropped: list[str]
-    full: FullResults | None = None
+    full_ranked: list[str]              # benchmarks ranked by their stored full runs (no proxy)
+    truth: History | None = None
     validation: pd.DataFrame | None = None
-    ceiling: dict[str, float] = dataclasses.field(default_factory=dict)
-    variants: dict[str, tuple[dict[str, BenchmarkRanking], Ledger]] = dataclasses.field(default_factory=dict)
-    scores: dict[str, dict[str, dict[str, float]]] = dataclasses.field(default_factory=dict)
-    degenerate: dict[str, dict[str, dict[str, str]]] = dataclasses.field(default_factory=dict)  # as score_values
-    not_run: list[str] = dataclasses.field(default_factory=list)   # benchmarks left to the others (proxy_benchmarks)
-    cost_basis: str = "steps"       # how the budget was split over the benchmarks: "steps" or "measured" (probes)
+    ceiling: dict[str, Any] = dataclasses.field(default_factory=dict)
+    paired: pd.DataFrame | None = None
 
-    def predicted(self, rankings: Mapping[str, BenchmarkRanking] | None = None) -> pd.DataFrame:
-        """Encoders × benchmarks of the predicted rankings, higher is better (minus the position)."""
-        rankings = self.rankings if rankings is None else rankings
-        return pd.DataFrame({b: r.predicted for b, r in rankings.items()})
+    @property
+    def order(self) -> list[str]:
+        return list(self.tier_ranking.index)
 
 
-def run_proxy(plan: Any, entries: Mapping[str, Sequence[Any]], ctx: ProxyContext, request: Request,
-              seed_values: Mapping[str, Mapping[str, Mapping[str, float]]], seed_seconds: Mapping[str, float],
-              full: FullResults | None, use_scores: bool = True, rank_by_full: bool = True,
-              chosen: Sequence[str] | None = None, split: BudgetSplit | None = None
-              ) -> tuple[dict[str, BenchmarkRanking], Ledger]:
-    """The proxy on the ``chosen`` entries (default: every one), with the whole tier's budget (``split.budget``,
-    default the request's) spread over them (:func:`gate.ranking.budget.subset_budget`, by ``split.full_cost``:
-    the probes' measured seconds, default each benchmark's steps; :func:`measured_costs`). With
-    ``rank_by_full``, a benchmark whose full runs are all stored is ranked by them at no cost; stored full runs'
-    wall seconds (every seed) are the full cost the budget is taken of. A benchmark not chosen is not ranked; its
-    full cost is the stored runs' seconds or, per encoder, the estimate on the chosen benchmarks scaled by
-    ``split.full_cost``. The cost probes' seconds are charged to the ledger, and a benchmark's measured fixed
-    cost per run to its plan (at least ``request.overhead_steps``)."""
-    ledger = Ledger()
-    for item, seconds in (split.probe_spent if split else {}).items():
-        ledger.spend(item, seconds)
-    rankings: dict[str, BenchmarkRanking] = {}
-    candidates = proxy_candidates(entries, full, plan.encoders, rank_by_full)
-    chosen = list(candidates) if chosen is None else [b for b in candidates if b in chosen]
-    cost = dict(split.full_cost) if split else entry_steps({b: entries[b] for b in candidates})
-    budget = subset_budget(split.budget if split else request.budget, cost, chosen)
-    measured_overhead = split.overhead_steps if split else {}
+def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: Callable[[list[str]], Any] | None = None,
+              run_score: Callable[[Any], Any] | None = None, history: History | None = None) -> RankResult:
+    """The whole stage on an expanded tier ``plan`` (every tier seed and every proxy seed of it): see the module
+    docstring. ``history``: given (tests, the retrospective), else loaded as the request says."""
+    from gate.ranking.history import load as load_history
 
-    def stored_wall(bench: str) -> dict[str, float]:
-        if full is None or not full.complete(bench, plan.encoders) or \
-                len(full.per_seed.get(bench, {})) != len(plan.tier.seeds):
-            return {}
-        return {k: v for k, v in full.wall.items() if k.endswith(f" × {bench}") and v > 0}
+    check_score_heads(plan, request.prior, "prior")
+    check_score_heads(plan, request.baseline_scores, "baseline_scores")
+    entries, dropped = proxy_entries(plan, request.proxy_seeds)
+    for line in dropped:
+        ctx.echo(f"[gate] rank  left out: {line}", flush=True)
+    records = ctx.records()
+    configs = {e: next(x.config["encoder"] for x in plan.experiments if x.encoder == e) for e in plan.encoders}
+    check_against_plan(request, plan, entries, records, configs)
+    pool = list(plan.encoders)
+    tier_seeds = list(plan.tier.seeds)
+    truth = from_store(plan, records, list(entries), seeds=tier_seeds)
+    truth_pool = dataclasses.replace(truth, values=truth.values.reindex(index=pool))
+    complete_truth = [b for b in entries if b in truth_pool.values.columns and truth_pool.values[b].notna().all()]
+    full_ranked = [b for b in complete_truth if request.use_full_runs]
+    candidates = [b for b in entries if b not in full_ranked]
+    if history is None:
+        history = load_history(request.history, plan=plan, records=records, benchmarks=list(entries))
+    history = history.without(pool)  # the leakage rule: never a row of the pool
+    groups = {**history.groups, **{b: str(next(iter(entries[b][request.proxy_seeds[0]].values())).config["dataset"]
+                                       .get("paper_group") or b) for b in entries}}
+    params = encoder_params(plan, records)
+    model = CostModel(cost_observations(records))
 
-    for bench, exps in entries.items():
-        if bench not in candidates:
-            col = full.values[bench]  # type: ignore[union-attr]
-            order = sorted(plan.encoders, key=lambda e: -col[e])
-            rankings[bench] = BenchmarkRanking(bench, full.metric[bench][0], True, 0, (), [], order, (), "full")  # type: ignore[union-attr]
-            ctx.echo(f"[gate] rank  {bench}: every full run is stored; its ranking is the full one", flush=True)
-            continue
-        if bench not in chosen:
-            continue
-        seeds = {s: seed_values[s][bench] for s in (request.seed_scores if use_scores else ())
-                 if bench in seed_values.get(s, {})}
-        rankings[bench] = run_benchmark(bench, exps, ctx, budget=budget, eta=request.eta, max_rungs=request.max_rungs,
-                                        overhead_steps=max(request.overhead_steps, measured_overhead.get(bench, 0.0)),
-                                        full_seeds=len(plan.tier.seeds),
-                                        ledger=ledger, seed_scores=seeds,
-                                        score_seconds=seed_seconds.get(bench, 0.0) if seeds else 0.0,
-                                        known_full=stored_wall(bench))
-    ran = sum(cost[b] for b in chosen)
-    for bench in (b for b in candidates if b not in chosen):
-        known = stored_wall(bench)
-        for enc in plan.encoders:
+    def exp_of(bench: str, seed: int, enc: str) -> Any:
+        return entries[bench][seed][enc]
+
+    full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
+
+    def run_seconds(bench: str, enc: str, steps: int, val_every: int) -> float:
+        costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
+        margin = COLD_MARGIN if costs.basis == "cold start" else 1.0  # a proxy run: never planned too cheap
+        return margin * costs.seconds(steps, steps // max(val_every, 1))
+
+    made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
+
+    def block_seconds(bench: str, seed: int, steps: int, val_every: int) -> float:
+        # a run an earlier call stored costs nothing more (it is read back)
+        return sum(run_seconds(bench, e, steps, val_every) for e in pool
+                   if (e, bench, seed, steps, val_every) not in made)
+
+    prefer = stored_fractions(made, full_steps, request.run_fraction, request.val_points)
+
+    # the full tier: stored full runs' own seconds, else predicted (every tier seed)
+    ledger = Ledger(budget=request.budget)
+    stored_full = stored_full_seconds(plan, records, tier_seeds)
+    for bench in entries:
+        full_every = exp_of(bench, request.proxy_seeds[0], pool[0]).config["trainer"].get("val_check_interval") or 1
+        full_every = int(full_every) if isinstance(full_every, int) else max(1, full_steps[bench])
+        for enc in pool:
             key = f"{enc} × {bench}"
-            parts = [ledger.estimated.get(f"{enc} × {b}", 0.0) for b in chosen]
-            mine = None if None in parts else sum(parts)  # scaled from an unmeasured part: unmeasured too
-            ledger.estimate(key, None if mine is None else mine * cost[bench] / ran if ran else 0.0, known.get(key))
-    return rankings, ledger
+            if key in stored_full:
+                ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
+            else:
+                costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
+                ledger.full[key] = len(tier_seeds) * costs.seconds(full_steps[bench], full_steps[bench] // full_every)
+                ledger.full_basis[key] = costs.basis
+    full_seconds = ledger.full_seconds or math.nan
+    budget_seconds = request.budget * full_seconds
+    scored_benches = [b for b in entries if family(exp_of(b, request.proxy_seeds[0], pool[0]).config["dataset"]
+                                                   .get("task")).transferability]
+    prior_seconds = _prior_seconds(records, pool, scored_benches) if request.prior and scored_benches else 0.0
+
+    chooser = select.Chooser(history, candidates, groups=groups, min_per_family=request.min_per_family)
+
+    def choose(cost: Mapping[str, float], affordable: float) -> Any:
+        return _selection(request, chooser, history, candidates, cost, affordable, n_boot=0)
+
+    if candidates:
+        the_plan = planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
+                                      run_fraction=request.run_fraction, val_points=request.val_points,
+                                      budget_seconds=budget_seconds, full_seconds=full_seconds,
+                                      block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds,
+                                      with_prior=bool(request.prior and scored_benches), prefer=prefer)
+    else:
+        the_plan = planning.Plan("proxy", (), (), (), 0.0, 0.0, 0.0, budget_seconds, full_seconds,
+                                 "every benchmark is ranked by its stored full runs")
+    selection = the_plan.selection
+    if selection is not None:  # the final choice's stability, measured once
+        selection = _selection(request, chooser, history, candidates,
+                               {b: the_plan.planned_seconds for b in candidates} if not the_plan.blocks else
+                               {b: sum(block_seconds(b, seed, *planning.proxy_steps(
+                                   full_steps[b], the_plan.fraction, request.val_points)) for seed in the_plan.seeds)
+                                for b in candidates},
+                               the_plan.budget_seconds - the_plan.prior_seconds, n_boot=20)
+    ledger.planned_total = the_plan.planned_seconds
+    ctx.echo(f"[gate] plan: {the_plan.why}; {plan_line(the_plan, full_steps)}", flush=True)
+
+    # the prior: scores (their feature passes, first) and static facts
+    scores: Scores = {}
+    degenerate: Scores = {}
+    prior_components: dict[str, pd.Series] = {}
+    if the_plan.prior_seconds > 0 and request.prior and scored_benches and compose_score and run_score:
+        scores, spent, degenerate = score_values(plan, scored_benches, request.prior, compose_score=compose_score,
+                                                 run_score=run_score, records=ctx.records, echo=ctx.echo, key="prior")
+        ledger.plan("prior", the_plan.prior_seconds)
+        ledger.spend("prior", sum(spent.values()))
+        for name in request.prior:
+            r = score_ranks(scores.get(name, {}), pool)
+            if r is not None:
+                prior_components[f"score:{name}"] = r
+    static = static_rankings(request.static, pool, params, configs)
+    prior_components.update({f"static:{k}": v for k, v in static.items()})
+    prior_ranking = priors.combine(prior_components) if prior_components else None
+    order = list(prior_ranking.sort_values(kind="stable").index) if prior_ranking is not None else pool
+
+    # the proxy, re-planned before every block (with what is left of the budget and the costs measured so far)
+    runs: list[ProxyRun] = []
+
+    def run_one(block: planning.Block) -> None:
+        experiments = entries[block.benchmark][block.seed]
+        planned = {e: run_seconds(block.benchmark, e, block.steps, block.val_every) for e in pool}
+        got = run_block(block, experiments, ctx, full_steps=full_steps[block.benchmark], planned=planned, order=order)
+        for r in got:
+            ledger.plan(f"run {r.experiment}", r.planned)
+            ledger.spend(f"run {r.experiment}", r.seconds)
+            model.add(observation(run_features(experiments[r.encoder], params.get(r.encoder, math.nan)), r.facts))
+        runs.extend(got)
+
+    def replan(done_pairs: frozenset, fraction: float) -> planning.Plan:
+        # the run length chosen up front stays (or shrinks): growth adds seeds and benchmarks, never longer runs
+        # beside the shorter ones already made
+        return planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
+                                  run_fraction=fraction, val_points=request.val_points,
+                                  budget_seconds=budget_seconds - (ledger.spent_seconds or 0.0),
+                                  full_seconds=full_seconds, block_seconds=block_seconds, choose=choose,
+                                  prior_seconds=0.0, with_prior=False, done=done_pairs)
+
+    done = execute(the_plan, replan, run_one)
+    ran = {(d.seed, d.benchmark) for d in done}
+    planned_pairs = {(b.seed, b.benchmark) for b in the_plan.blocks}
+    if ran != planned_pairs:
+        dropped_blocks = sorted(planned_pairs - ran)
+        added = sorted(ran - planned_pairs)
+        ctx.echo("[gate] plan: re-planned on the costs measured:"
+                 + (f" dropped {', '.join(f'{b} seed {s}' for s, b in dropped_blocks)}" if dropped_blocks else "")
+                 + (f" added {', '.join(f'{b} seed {s}' for s, b in added)}" if added else ""), flush=True)
+
+    # the ranking
+    predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(runs, pool, candidates, full_ranked, truth_pool,
+                                                                    history, selection, done)
+    history_tau = selection.tau if selection is not None else math.nan
+    seed_rankings = [seeds_table[c] for c in seeds_table.columns]
+    decision = priors.decide(proxy_ran=bool(runs) or bool(full_ranked),
+                             seed_agreement=priors.agreement(seed_rankings) if len(seed_rankings) > 1 else math.nan,
+                             history_tau=history_tau, prior_available=prior_ranking is not None and any(
+                                 k.startswith("score:") for k in prior_components),
+                             prior_history_tau=math.nan, static_available=bool(static))
+    if decision.source == "proxy" and proxy_rank is not None:
+        final = proxy_rank
+    elif decision.source in ("prior", "static") and prior_ranking is not None:
+        final = prior_ranking
+        predictions = pd.concat([predictions, pd.DataFrame([{"encoder": e, "benchmark": "(tier)", "value": -v,
+                                                              "lo": math.nan, "hi": math.nan, "source": "prior"}
+                                                             for e, v in prior_ranking.items()])], ignore_index=True)
+    else:
+        final = pd.Series(np.arange(1, len(pool) + 1, dtype=float), index=pool)
+        decision = priors.Decision("static", decision.why + "; nothing ranks the pool: the pool's own order")
+    tier_ranking = pd.DataFrame({"mean_rank": final, "rank": final.rank(method="min")}).sort_values("mean_rank",
+                                                                                               kind="stable")
+    if flagged:
+        ctx.echo(f"[gate] rank  outside the history's range, ranked by their observed benchmarks: {', '.join(flagged)}",
+                 flush=True)
+    result = RankResult(tier_ranking, decision.source, decision.why, the_plan, selection, runs, predictions,
+                        seeds_table, prior_ranking, static, scores, degenerate, ledger, dropped, full_ranked, truth_pool)
+    if request.validate and complete_truth and len(truth_pool.values.dropna().index) == len(pool):
+        validated = [b for b in complete_truth if b in candidates] or complete_truth
+        result.validation, result.ceiling, result.paired = validate(result, truth_pool, validated, pool, request,
+                                                                    plan, compose_score, run_score, ctx)
+    return result
 
 
-def validate_against_full(result: RankResult, plan: Any, request: Request, benches: Sequence[str]) -> pd.DataFrame:
-    """Predicted vs full (τ, τ_w, top-1 regret, bootstrap intervals) per benchmark and on the tier's mean rank,
-    for the proxy and each baseline. ``benches``: the tier's benchmarks where every encoder has a full result and
-    that the proxy had to rank (not ranked by their own full runs). Every method is graded on the tier's mean
-    rank over all of ``benches``, whichever of them it predicts (the proxy on a subset, a score on the
-    classification ones): one truth for all."""
-    full = result.full
-    assert full is not None
-    benches = list(benches)
-    truth = full.values.loc[list(plan.encoders), benches]
+def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
+                      seeds: Sequence[int]) -> set[tuple[str, str, int, int, int]]:
+    """(encoder, benchmark, seed, steps, validate every) of the fine-tuning runs the store holds for the pool's
+    proxy seeds: what an earlier gate-rank call ran, read back at no cost (the run itself is matched by its experiment
+    id when the block runs)."""
+    out = set()
+    for r in records:
+        if r.get("kind") != "finetune" or r.get("split") != "val" or r.get("encoder") not in pool \
+                or r.get("dataset") not in benches or r.get("seed") not in seeds:
+            continue
+        trainer = (r.get("config") or {}).get("trainer") or {}
+        steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
+        if isinstance(steps, int) and isinstance(every, int):
+            out.add((str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every))
+    return out
 
-    def predicted(rankings: Mapping[str, BenchmarkRanking]) -> pd.DataFrame:
-        return result.predicted({b: r for b, r in rankings.items() if b in benches}).reindex(list(plan.encoders))
 
-    methods: dict[str, pd.DataFrame] = {"proxy": predicted(result.rankings)}
-    marks: dict[str, Mapping[str, Mapping[str, str]]] = {}  # method → benchmark → encoder → why degenerate
-    for name, (rankings, _) in result.variants.items():
-        methods[name] = predicted(rankings)
-    for score in request.baseline_scores:
-        cols = {b: pd.Series(v) for b, v in result.scores.get(score, {}).items() if b in benches}
-        if cols:
-            methods[f"score:{score}"] = pd.DataFrame(cols).reindex(list(plan.encoders))
-            marks[f"score:{score}"] = {b: v for b, v in result.degenerate.get(score, {}).items() if b in cols}
-    # the static ranker: each benchmark's own runs' parameter counts (a task head or a text tower is part of the
-    # model gate-run trains; one benchmark's counts are never mixed with another's)
-    static = {}
-    for b in benches:
-        counts = dict(full.params.get(b, {}))
-        counts.update({r.encoder: r.params for r in (result.rankings[b].results if b in result.rankings else [])
-                       if math.isfinite(r.params)})
-        if all(e in counts for e in plan.encoders):
-            static[b] = pd.Series(counts)
-    if static:
-        methods["static:params"] = pd.DataFrame(static).reindex(list(plan.encoders))
+def stored_fractions(made: set[tuple[str, str, int, int, int]], full_steps: Mapping[str, int], run_fraction: float,
+                     val_points: int) -> tuple[float, ...]:
+    """The run fractions of the planner's ladder whose runs the store already holds (most runs first): a rerun
+    plans them before any other, so it reads back what an earlier call ran instead of training anew."""
+    counts: dict[float, int] = {}
+    for fraction in planning.fractions(run_fraction):
+        n = sum(1 for (_, bench, _, steps, every) in made if bench in full_steps
+                and planning.proxy_steps(full_steps[bench], fraction, val_points) == (steps, every))
+        if n:
+            counts[fraction] = n
+    return tuple(sorted(counts, key=lambda f: -counts[f]))
+
+
+def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.Plan],
+            run: Callable[[planning.Block], None]) -> list[planning.Block]:
+    """Run ``first``'s blocks one at a time, re-planning before each (``replan(done, fraction)``: a plan for what is
+    left, made from the costs measured so far); returns the blocks run. A block once started runs whole."""
+    done: list[planning.Block] = []
+    blocks = list(first.blocks) if first.kind == "proxy" else []
+    fraction = first.fraction or 1.0
+    while blocks:
+        block = blocks[0]
+        run(block)
+        done.append(block)
+        current = replan(frozenset((d.seed, d.benchmark) for d in done), fraction)
+        blocks = [b for b in current.blocks if (b.seed, b.benchmark) not in {(d.seed, d.benchmark) for d in done}] \
+            if current.kind == "proxy" else []
+        fraction = current.fraction or fraction
+    return done
+
+
+def _prior_seconds(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str]) -> float:
+    """The prior's feature passes, predicted: stored score records' seconds where the store has them for the pool's
+    encoders, else 10 s a pass (the demo's passes of 500 rows at 32 px took 5–19 s on 2 CPU cores)."""
+    seen: dict[str, float] = {}
+    for r in records:
+        if r.get("kind") == "score" and r.get("encoder") in pool and r.get("dataset") in benches:
+            facts = r.get("facts") or {}
+            key = f"{r['encoder']} × {r['dataset']}"
+            seen[key] = max(seen.get(key, 0.0), float(facts.get("extract_seconds") or 0.0))
+    return sum(seen.get(f"{e} × {b}", 10.0) for e in pool for b in benches)
+
+
+def _selection(request: Request, chooser: select.Chooser, history: History, candidates: Sequence[str],
+               cost: Mapping[str, float], affordable: float, n_boot: int) -> Any:
+    pb = request.proxy_benchmarks
+    if pb == "auto":
+        return chooser(cost, affordable, n_splits=20 if n_boot else 0, n_boot=n_boot)
+    if pb == "first":  # v1's rule: the tier file's first benchmarks, as many as the budget affords
+        chosen, spent = [], 0.0
+        for b in candidates:
+            if chosen and spent + cost[b] > affordable + 1e-9:
+                break
+            chosen.append(b)
+            spent += cost[b]
+        why = "the tier file's order (proxy_benchmarks=first)"
+    else:
+        chosen = list(candidates) if pb is None else [b for b in candidates if b in pb]
+        why = "every benchmark (proxy_benchmarks=null)" if pb is None else "named by proxy_benchmarks"
+    return select.Selection(tuple(chosen), "given", dict.fromkeys(chosen, why), math.nan, math.nan, math.nan, {},
+                            history.fingerprint(), len(history.values))
+
+
+def static_rankings(names: Sequence[str], pool: Sequence[str], params: Mapping[str, float],
+                    configs: Mapping[str, Mapping[str, Any]]) -> dict[str, pd.Series]:
+    """Each static fact's ranking of the pool (where every encoder has it): more parameters, a higher published
+    source top-1 first."""
+    out = {}
+    for name in names:
+        values = dict(params) if name == "params" else {e: configs[e].get("source_top1") for e in pool}
+        if all(isinstance(values.get(e), (int, float)) and math.isfinite(values[e]) for e in pool):
+            out[name] = priors.ranks({e: float(values[e]) for e in pool}, pool)
+    return out
+
+
+def _proxy_ranking(runs: Sequence[ProxyRun], pool: Sequence[str], candidates: Sequence[str], full_ranked: Sequence[str],
+                   truth: History, history: History, selection: Any, done: Sequence[planning.Block]
+                   ) -> tuple[pd.DataFrame, pd.DataFrame, pd.Series | None, list[str]]:
+    """The proxy's predictions (each cell observed, completed, out of range or from full runs), each proxy seed's
+    tier ranking, the combined tier ranking (mean over seeds; lower is better) and the encoders out of the
+    history's range."""
     rows = []
-    for method, pred in methods.items():
-        mark = marks.get(method, {})
-        for bench in pred.columns:
-            row = stats.compare(pred[bench], truth[bench], n_boot=request.n_boot)
-            note = degenerate_note({bench: mark.get(bench, {})}, len(plan.encoders), "encoders")
-            rows.append({"method": method, "scope": bench, **row, "degenerate": note})
-        if pred.shape[1] >= 1:
-            row = stats.compare_tier(pred, truth, n_boot=request.n_boot)
-            note = degenerate_note(mark, len(plan.encoders) * pred.shape[1], "encoder × benchmark scores")
-            rows.append({"method": method, "scope": "tier", **row, "degenerate": note})
-    return pd.DataFrame(rows)
+    per_seed: dict[int, dict[str, dict[str, float]]] = {}
+    for r in runs:
+        per_seed.setdefault(r.seed, {}).setdefault(r.benchmark, {})[r.encoder] = r.oriented
+        rows.append({"encoder": r.encoder, "benchmark": r.benchmark, "seed": r.seed, "value": r.value, "lo": r.lo,
+                     "hi": r.hi, "source": "observed", "method": r.method, "steps": r.steps, "best": r.best})
+    full_cols = {b: truth.values.loc[list(pool), b] for b in full_ranked}
+    for b, col in full_cols.items():
+        rows += [{"encoder": e, "benchmark": b, "seed": math.nan, "value": float(col[e]), "lo": math.nan, "hi": math.nan,
+                  "source": "full", "method": "stored full runs", "steps": math.nan, "best": math.nan} for e in pool]
+    seed_ranks = {}
+    for s, benches in per_seed.items():
+        cols = {b: v for b, v in benches.items() if all(e in v for e in pool)}
+        cols.update(full_cols)
+        if cols:
+            seed_ranks[s] = pd.Series(complete.mean_rank(pd.DataFrame(cols).reindex(list(pool)).to_numpy(float)),
+                                      index=list(pool))
+    seeds_table = pd.DataFrame(seed_ranks)
+    observed_benches = sorted({b for benches in per_seed.values() for b in benches}, key=list(candidates).index)
+    if not observed_benches and not full_cols:
+        return pd.DataFrame(rows), seeds_table, None, []
+    # one value per encoder × benchmark: the mean over the proxy seeds (oriented), the full runs' where ranked by them
+    mean = {b: {e: float(np.mean([per_seed[s][b][e] for s in per_seed if b in per_seed[s] and e in per_seed[s][b]]))
+                for e in pool} for b in observed_benches}
+    observed = pd.DataFrame({**mean, **full_cols}).reindex(list(pool))
+    flagged: list[str] = []
+    others = [b for b in candidates if b not in observed.columns]
+    use = selection is not None and getattr(selection, "use_completion", False) and others and \
+        history.usable([*observed_benches, *others], select.MIN_HISTORY)
+    if use:
+        comp = complete.fit(history, list(observed.columns), others)
+        pred = complete.predict_tier(observed, [*observed.columns, *others], comp)
+        ranking = pred.mean_rank
+        flagged = pred.flagged
+        filled = comp.predict(observed)
+        for b in others:
+            for e in pool:
+                rows.append({"encoder": e, "benchmark": b, "seed": math.nan, "value": float(filled.loc[e, b]),
+                             "lo": float(filled.loc[e, b] + comp.interval.loc[b, "lo"]),
+                             "hi": float(filled.loc[e, b] + comp.interval.loc[b, "hi"]),
+                             "source": "fallback" if e in flagged else "completed", "method": "ridge on the history",
+                             "steps": math.nan, "best": math.nan})
+    else:
+        ranking = pd.Series(complete.mean_rank(observed.to_numpy(float)), index=list(pool))
+    return pd.DataFrame(rows), seeds_table, ranking, flagged
+
+
+# --------------------------------------------------------------------------------------------- validation
+
+
+def validate(result: RankResult, truth: History, benches: Sequence[str], pool: Sequence[str], request: Request,
+             plan: Any, compose_score: Any, run_score: Any, ctx: ProxyContext
+             ) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
+    """v2 and every baseline against the full runs (their mean over the tier's seeds, mean rank over ``benches``):
+    τ, τ_w, top-1 regret (tier-mean units) and top-3 recall; the leave-one-seed-out ceiling (each truth seed alone
+    against the mean of the others) and v2 graded against the same leave-one-out truths; paired bootstrap
+    differences (encoders and benchmarks resampled together)."""
+    from gate.ranking import stats
+
+    values = truth.values.loc[list(pool), list(benches)]
+    truth_rank = pd.Series(complete.mean_rank(values.to_numpy(float)), index=list(pool))
+    tier_value = values.mean(axis=1)
+    methods: dict[str, pd.Series] = {"v2": result.tier_ranking["mean_rank"].reindex(list(pool))}
+    base_scores = [s for s in request.baseline_scores if s not in result.scores]
+    extra_scores: Scores = {}
+    extra_marks: Scores = {}
+    if base_scores and compose_score and run_score:
+        benches_scored = [b for b in benches if any(e.dataset == b and family(e.config["dataset"].get("task"))
+                                                    .transferability for e in plan.experiments)]
+        if benches_scored:
+            extra_scores, _, extra_marks = score_values(plan, benches_scored, base_scores, compose_score=compose_score,
+                                              run_score=run_score, records=ctx.records, echo=ctx.echo,
+                                              key="baseline_scores")
+    marks: dict[str, str] = {}
+    for name in request.baseline_scores:
+        r = score_ranks({**result.scores, **extra_scores}.get(name, {}), pool)
+        if r is not None:
+            methods[f"score:{name}"] = r
+            marks[f"score:{name}"] = degenerate_note({**result.degenerate, **extra_marks}.get(name, {}),
+                                                     len(pool) * len({**result.scores, **extra_scores}[name]),
+                                                     "encoder × benchmark scores")
+    configs = {e: next(x.config["encoder"] for x in plan.experiments if x.encoder == e) for e in pool}
+    params = {e: float(next((r.facts.get("params") for r in result.runs if r.encoder == e and r.facts.get("params")),
+                            math.nan) or math.nan) for e in pool}
+    for name, r in {**static_rankings(STATIC_BASELINES, pool, params, configs), **result.static_rankings}.items():
+        methods[f"static:{name}"] = r
+    if result.prior_ranking is not None:
+        methods["prior"] = result.prior_ranking
+    rows = []
+    for name, pred in methods.items():
+        p, t = -pred.to_numpy(float), -truth_rank.to_numpy(float)
+        top = set(pred.nsmallest(3).index)
+        true_top = set(truth_rank.nsmallest(3).index)
+        picked = pred.idxmin()
+        rows.append({"method": name, "tau": kendall(p, t), "tau_w": stats.weighted_tau(p, t),
+                     "regret": float(tier_value.max() - tier_value[picked]),
+                     "top3_recall": len(top & true_top) / min(3, len(pool)), "degenerate": marks.get(name, "")})
+    table = pd.DataFrame(rows)
+    ceiling = leave_one_seed_out(truth.seeds, benches, pool, methods["v2"])
+    paired = paired_bootstrap(methods, values, n_boot=request.n_boot)
+    return table, ceiling, paired
+
+
+def leave_one_seed_out(seeds_of: Mapping[str, pd.DataFrame], benches: Sequence[str], pool: Sequence[str],
+                       ranking: pd.Series) -> dict[str, Any]:
+    """The ceiling: for each truth seed, τ between the tier ranking of that seed alone and of the mean of the
+    others, averaged (``one_seed_vs_rest``); ``ranking`` (lower is better) against the same leave-one-out truths
+    (``v2_vs_rest``), and their ratio. None where fewer than two seeds are stored."""
+    seeds = sorted(set.intersection(*[set(seeds_of[b].columns) for b in benches])) if benches and all(
+        b in seeds_of for b in benches) else []
+    if len(seeds) < 2:
+        return {"n_seeds": len(seeds), "one_seed_vs_rest": None, "v2_vs_rest": None, "ratio": None}
+    one, mine = [], []
+    for s in seeds:
+        alone = pd.DataFrame({b: seeds_of[b][s] for b in benches}).reindex(list(pool))
+        rest = pd.DataFrame({b: seeds_of[b][[x for x in seeds if x != s]].mean(axis=1) for b in benches}
+                            ).reindex(list(pool))
+        rest_rank = complete.mean_rank(rest.to_numpy(float))
+        one.append(kendall(-complete.mean_rank(alone.to_numpy(float)), -rest_rank))
+        mine.append(kendall(-ranking.reindex(list(pool)).to_numpy(float), -rest_rank))
+    c, v = float(np.nanmean(one)), float(np.nanmean(mine))
+    return {"n_seeds": len(seeds), "one_seed_vs_rest": finite_or_none(c), "v2_vs_rest": finite_or_none(v),
+            "ratio": finite_or_none(v / c) if math.isfinite(c) and c > 0 else None}
 
 
 def degenerate_note(marks: Mapping[str, Mapping[str, str]], total: int, of: str) -> str:
@@ -445,213 +813,106 @@ def degenerate_note(marks: Mapping[str, Mapping[str, str]], total: int, of: str)
     return f"on {len(whys)} of {total} {of}: {'; '.join(dict.fromkeys(whys))}" if whys else ""
 
 
-def ceilings(full: FullResults, benchmarks: Sequence[str]) -> dict[str, float]:
-    """Seed-to-seed τ of the ground truth per benchmark, and ``tier`` (mean rank over benchmarks, pairs of
-    seeds); NaN where fewer than two seeds are stored."""
-    out = {b: stats.seed_ceiling(full.per_seed.get(b, {})) for b in benchmarks}
-    seeds = sorted(set.intersection(*[set(full.per_seed.get(b, {})) for b in benchmarks])) if benchmarks else []
-    taus = []
-    for i, a in enumerate(seeds):
-        for c in seeds[i + 1:]:
-            va = pd.DataFrame({b: full.per_seed[b][a] for b in benchmarks})
-            vc = pd.DataFrame({b: full.per_seed[b][c] for b in benchmarks})
-            taus.append(stats.kendall_tau(-stats.mean_rank(va).to_numpy(), -stats.mean_rank(vc).to_numpy()))
-    finite = [t for t in taus if np.isfinite(t)]
-    out["tier"] = float(np.mean(finite)) if finite else math.nan
-    return out
-
-
-def summary_table(validation: pd.DataFrame, ceiling: Mapping[str, float]) -> pd.DataFrame:
-    """One row per method: τ, τ_w and regret on the tier's mean rank (with intervals), the mean per-benchmark τ
-    over the benchmarks it covers, and the ground truth's seed ceiling."""
+def paired_bootstrap(methods: Mapping[str, pd.Series], values: pd.DataFrame, *, n_boot: int, seed: int = 0
+                     ) -> pd.DataFrame:
+    """For each baseline, v2's τ minus the baseline's against the truth (the mean rank over ``values``' benchmarks),
+    with a 95 % interval and P(v2 ≤ baseline), resampling encoders and benchmarks together."""
+    rng = np.random.default_rng(seed)
+    encs = list(values.index)
+    n, m = len(encs), values.shape[1]
+    base = {k: v for k, v in methods.items() if k != "v2"}
+    diffs: dict[str, list[float]] = {k: [] for k in base}
+    arr = values.to_numpy(float)
+    preds = {k: -v.reindex(encs).to_numpy(float) for k, v in methods.items()}
+    for _ in range(n_boot):
+        ei = rng.integers(0, n, n)
+        if len(set(ei.tolist())) < 3:
+            continue
+        bi = rng.integers(0, m, m)
+        truth = -complete.mean_rank(arr[np.ix_(ei, bi)])
+        t_v2 = kendall(preds["v2"][ei], truth)
+        for k in base:
+            t_b = kendall(preds[k][ei], truth)
+            if math.isfinite(t_v2) and math.isfinite(t_b):
+                diffs[k].append(t_v2 - t_b)
+    truth_all = -complete.mean_rank(arr)
     rows = []
-    for method, grp in validation.groupby("method", sort=False):
-        tier = grp[grp["scope"] == "tier"]
-        bench = grp[grp["scope"] != "tier"]
-        t = tier.iloc[0] if len(tier) else None
-        rows.append({"method": method, "benchmarks": len(bench),
-                     "tier_tau": t["tau"] if t is not None else math.nan,
-                     "tier_tau_lo": t["tau_lo"] if t is not None else math.nan,
-                     "tier_tau_hi": t["tau_hi"] if t is not None else math.nan,
-                     "tier_tau_w": t["tau_w"] if t is not None else math.nan,
-                     "tier_regret": t["regret"] if t is not None else math.nan,
-                     "mean_bench_tau": float(np.nanmean(bench["tau"])) if bench["tau"].notna().any() else math.nan,
-                     "mean_bench_tau_w": float(np.nanmean(bench["tau_w"])) if bench["tau_w"].notna().any() else math.nan,
-                     "mean_bench_regret": float(np.nanmean(bench["regret"])) if bench["regret"].notna().any() else math.nan,
-                     # a validation.csv read back has NaN for an empty note, one written before the column none
-                     "degenerate": _text(t.get("degenerate")) if t is not None else ""})
-    out = pd.DataFrame(rows)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        # a ceiling.json read back holds null where fewer than two seeds were stored
-        bench_ceiling = [v for k, v in ceiling.items() if k != "tier" and v is not None and np.isfinite(v)]
-    tier_ceiling = ceiling.get("tier")
-    out.attrs["ceiling_tier"] = math.nan if tier_ceiling is None else tier_ceiling
-    out.attrs["ceiling_mean_bench"] = float(np.mean(bench_ceiling)) if bench_ceiling else math.nan
-    return out
+    for k in base:
+        d = np.asarray(diffs[k])
+        point = kendall(preds["v2"], truth_all) - kendall(preds[k], truth_all)
+        rows.append({"baseline": k, "tau_difference": point,
+                     "lo": float(np.quantile(d, 0.025)) if d.size else math.nan,
+                     "hi": float(np.quantile(d, 0.975)) if d.size else math.nan,
+                     "p_v2_not_better": float(np.mean(d <= 0)) if d.size else math.nan, "draws": int(d.size)})
+    return pd.DataFrame(rows, columns=["baseline", "tau_difference", "lo", "hi", "p_v2_not_better", "draws"])
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
+# ------------------------------------------------------------------------------------------------ output
 
 
-def summary_lines(table: pd.DataFrame) -> list[str]:
-    """One printed line per method of :func:`summary_table`: τ on the tier's mean rank with its interval, τ_w,
-    regret and the mean per-benchmark τ, and, beside the number, where a baseline score is degenerate."""
-    return [f"  {row.method:<24} τ {shown(row.tier_tau, '+.3f')} [{shown(row.tier_tau_lo, '+.2f')}, "
-            f"{shown(row.tier_tau_hi, '+.2f')}]  τ_w {shown(row.tier_tau_w, '+.3f')}  regret "
-            f"{shown(row.tier_regret, '.2f')}  per-benchmark τ {shown(row.mean_bench_tau, '+.3f')} "
-            f"({row.benchmarks} benchmarks)" + (f"  (degenerate {row.degenerate})" if row.degenerate else "")
-            for row in table.itertuples(index=False)]
+def plan_line(p: planning.Plan, full_steps: Mapping[str, int]) -> str:
+    """The plan in one line: what runs, at what predicted cost, against the budget."""
+    if p.kind != "proxy" or not p.blocks:
+        return (f"predicted {minutes(p.planned_seconds)} of a budget of {minutes(p.budget_seconds)} "
+                f"({shown(p.planned_fraction)} of the full tier)")
+    steps = {b.benchmark: b.steps for b in p.blocks}
+    return (f"{len(p.seeds)} proxy seed(s) × {', '.join(f'{b} ({steps[b]} of {full_steps[b]} steps)' for b in p.benchmarks)}"
+            f"; predicted {minutes(p.planned_seconds)} of a budget of {minutes(p.budget_seconds)} "
+            f"(planned fraction {shown(p.planned_fraction)})")
 
 
-def compute_line(result: RankResult, budget: float) -> str:
-    """The printed line of what the proxy spent against the full tier (``—`` and the parts where a cost was not
-    measured, never "nan")."""
+def compute_line(result: RankResult) -> str:
     led = result.ledger
-    stored = led.from_stored_runs
-    basis = "measured cost" if result.cost_basis == "measured" else "full steps"
-    missing = (f"; not measured: {', '.join(led.unmeasured)} (a run resumed with no step left to time)"
-               if led.unmeasured else "")
-    return (f"[gate] compute: {minutes(led.spent_seconds)} spent; the full tier "
-            f"{'took ' if stored else 'would take ~'}{minutes(led.full_seconds)} "
-            f"({'its stored runs' if stored else 'estimated from the proxy step times'}"
-            f"{'; benchmarks not run: scaled by their ' + basis if result.not_run and not stored else ''}) → "
-            f"{shown(led.fraction)} of it (budget {budget}; {shown(led.estimated_fraction)} of the estimate from the "
-            f"proxy's own step times){missing}")
+    basis = sorted(set(led.full_basis.values()))
+    missing = f"; not measured: {', '.join(led.unmeasured)}" if led.unmeasured else ""
+    return (f"[gate] compute: {minutes(led.spent_seconds)} spent of {minutes(led.planned_total)} planned "
+            f"(spent/planned {shown(led.planned_vs_spent, '.2f')}); the full tier {minutes(led.full_seconds)} "
+            f"({'/'.join(basis) or '—'}) → {shown(led.fraction)} of it (planned {shown(led.planned_fraction)}, "
+            f"budget {led.budget}){missing}")
 
 
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
+    """The tables: selection.csv, predictions.csv, tier_ranking.csv, seeds.csv, cost.csv, ledger.json and, with a
+    validation, validation.csv, ceiling.json and paired.csv."""
     out.mkdir(parents=True, exist_ok=True)
-    files = {}
-    rungs = pd.concat([r.table() for r in result.rankings.values()] or [pd.DataFrame()], ignore_index=True)
-    files["rungs"] = out / "rungs.csv"
-    rungs.to_csv(files["rungs"], index=False)
-    pred = pd.DataFrame([{"benchmark": b, "encoder": e, "predicted_rank": i + 1, "source": r.source,
-                          "seeded_by": ",".join(r.seeded_by)} for b, r in result.rankings.items()
-                         for i, e in enumerate(r.order)])
+    files: dict[str, Path] = {}
+    sel = result.selection
+    if sel is not None:
+        rows = [{"benchmark": b, "chosen": b in sel.chosen, "why": sel.why.get(b, ""),
+                 "stability": sel.stability.get(b, math.nan), "method": sel.method,
+                 "held_out_tau": sel.tau, "held_out_tau_completed": sel.tau_completed,
+                 "held_out_tau_plain": sel.tau_plain, "completion_used": sel.use_completion,
+                 "history_fingerprint": sel.fingerprint, "history_encoders": sel.history_encoders}
+                for b in dict.fromkeys([*sel.chosen, *sel.stability])]
+        files["selection"] = out / "selection.csv"
+        pd.DataFrame(rows).to_csv(files["selection"], index=False)
     files["predictions"] = out / "predictions.csv"
-    pred.to_csv(files["predictions"], index=False)
+    result.predictions.to_csv(files["predictions"], index=False)
     files["tier_ranking"] = out / "tier_ranking.csv"
-    result.tier_ranking.to_csv(files["tier_ranking"])
-    cost = pd.DataFrame([{"item": k, "seconds": v} for k, v in result.ledger.spent.items()])
+    result.tier_ranking.assign(source=result.source).to_csv(files["tier_ranking"], index_label="encoder")
+    files["seeds"] = out / "seeds.csv"
+    seeds = result.seeds.copy()
+    seeds.columns = [f"seed {c}" for c in seeds.columns]
+    seeds.to_csv(files["seeds"], index_label="encoder")
     files["cost"] = out / "cost.csv"
-    cost.to_csv(files["cost"], index=False)
+    pd.DataFrame([{"item": k, "planned_seconds": result.ledger.planned.get(k), "spent_seconds": result.ledger.spent.get(k)}
+                  for k in dict.fromkeys([*result.ledger.planned, *result.ledger.spent])]).to_csv(files["cost"], index=False)
     files["ledger"] = out / "ledger.json"
     files["ledger"].write_text(json.dumps(result.ledger.to_json(), indent=1, allow_nan=False))
     if result.validation is not None:
         files["validation"] = out / "validation.csv"
         result.validation.to_csv(files["validation"], index=False)
         files["ceiling"] = out / "ceiling.json"
-        files["ceiling"].write_text(json.dumps({k: finite_or_none(v) for k, v in result.ceiling.items()}, indent=1,
-                                               allow_nan=False))  # null: fewer than two seeds stored
+        files["ceiling"].write_text(json.dumps(result.ceiling, indent=1, allow_nan=False))
+        files["paired"] = out / "paired.csv"
+        (result.paired if result.paired is not None else pd.DataFrame()).to_csv(files["paired"], index=False)
     return files
 
 
-@dataclasses.dataclass(frozen=True)
-class BudgetSplit:
-    """How the tier's budget is spread: what each benchmark's full run costs (one unit for all: measured
-    seconds, or steps), the cost probes' seconds, the budget left for the runs, and each measured benchmark's
-    fixed cost of a run in its own steps (charged in its plan)."""
+def seed_agreement_line(result: RankResult) -> str:
+    cols = [result.seeds[c] for c in result.seeds.columns]
+    if len(cols) < 2:
+        return f"[gate] proxy seeds: {len(cols)}"
+    return (f"[gate] proxy seeds: {len(cols)}; pairwise τ {shown(priors.agreement(cols), '.2f')}, Kendall's W "
+            f"{shown(priors.kendalls_w(cols), '.2f')}")
 
-    full_cost: dict[str, float]
-    probe_spent: dict[str, float]
-    budget: float
-    overhead_steps: dict[str, float]
-
-    @property
-    def measured(self) -> bool:
-        return bool(self.probe_spent) and len(self.overhead_steps) == len(self.full_cost)
-
-
-def measured_costs(plan: Any, entries: Mapping[str, Sequence[Any]], candidates: Sequence[str], ctx: ProxyContext,
-                   request: Request) -> BudgetSplit:
-    """How the budget is split over the benchmarks. Only a proxy on a subset of two or more candidates needs the
-    benchmarks' relative costs (on all of them each gets the same fraction of its own cost); there, with
-    ``cost_probe_steps`` > 0, they are measured (:func:`gate.ranking.proxy.probe_costs`), the probes' share of the
-    tier (the first encoder's costs standing for every encoder's) comes off the budget, and each probe's fixed
-    cost (building, validating: ``overhead / seconds per step``) is charged to every run of its benchmark's plan.
-    Otherwise the costs are the benchmarks' steps.
-
-    The first probe tells what all of them would take; where that is more than a quarter of the budget (a tier of
-    runs so short that building a model costs as much as training it, like the CPU demo), probing stops there and
-    the split is by steps, said in one line (the first benchmark's plan still charges the fixed cost measured)."""
-    steps = {b: float(s) for b, s in entry_steps({b: entries[b] for b in candidates}).items()}
-    if not request.cost_probe_steps or request.proxy_benchmarks is None or len(candidates) < 2:
-        return BudgetSplit(steps, {}, request.budget, {})
-    runs = len(plan.encoders) * len(plan.tier.seeds)
-
-    def overhead(probes: Mapping[str, RunCost]) -> dict[str, float]:
-        return {b: c.overhead_seconds / c.seconds_per_step for b, c in probes.items()}
-
-    first, first_spent = probe_costs(entries, candidates[:1], ctx, request.cost_probe_steps)
-    c0, w0 = first[candidates[0]].full_estimate(int(steps[candidates[0]])), sum(first_spent.values())
-    tier0 = c0 * runs * sum(steps.values()) / steps[candidates[0]]  # the tier, scaled from the first by steps
-    if w0 * len(candidates) / tier0 > request.budget / 4:
-        ctx.echo(f"[gate] rank  measuring every benchmark's cost would take ~{w0 * len(candidates) / tier0:.3f} of "
-                 f"the tier (more than a quarter of budget={request.budget}): the budget is split by steps, "
-                 f"unmeasured", flush=True)
-        return BudgetSplit(steps, first_spent, request.budget - w0 / tier0, overhead(first))
-    rest, rest_spent = probe_costs(entries, candidates[1:], ctx, request.cost_probe_steps)
-    probes, spent = {**first, **rest}, {**first_spent, **rest_spent}
-    cost = {b: probes[b].full_estimate(int(steps[b])) for b in candidates}
-    share = sum(spent.values()) / (sum(cost.values()) * runs)
-    ctx.echo(f"[gate] rank  measured cost per full run, relative to {candidates[0]}: "
-             + ", ".join(f"{b} {cost[b] / cost[candidates[0]]:.2f}×" for b in candidates)
-             + f"; the probes took {share:.3f} of the tier, the runs get the rest ({request.budget - share:.3f})",
-             flush=True)
-    return BudgetSplit(cost, spent, request.budget - share, overhead(probes))
-
-
-def rank_tier(plan: Any, request: Request, *, seed: int, ctx: ProxyContext,
-              compose_score: Callable[[list[str]], Any] | None = None,
-              run_score: Callable[[Any], Any] | None = None, validate: bool = True,
-              proxy_without_scores: bool = True) -> RankResult:
-    """The whole stage on an expanded tier ``plan`` (:func:`gate.tiers.expand.expand_tier`, every seed of the
-    tier so the full results can be found): scores for seeding, the proxy, the tier's aggregate ranking with
-    bootstrap intervals and, where every encoder's full runs are stored, the validation."""
-    check_score_heads(plan, request.seed_scores, "scores")  # before a single run
-    check_score_heads(plan, request.baseline_scores, "baseline_scores")
-    entries, dropped = proxy_entries(plan, seed)
-    for line in dropped:
-        ctx.echo(f"[gate] rank  left out: {line}", flush=True)
-    records = ctx.records()
-    full = read_full(plan, records, list(entries))
-    candidates = proxy_candidates(entries, full, plan.encoders, request.use_full_runs)
-    split = measured_costs(plan, entries, candidates, ctx, request)
-    chosen = choose_benchmarks(candidates, request.proxy_benchmarks, full_cost=split.full_cost, budget=split.budget,
-                               seeds=len(plan.tier.seeds), run_fraction=request.run_fraction)
-    if len(chosen) < len(candidates):
-        ctx.echo(f"[gate] rank  the proxy runs on {len(chosen)} of the {len(candidates)} benchmarks it ranks "
-                 f"({', '.join(chosen)}), with the tier's whole budget; the tier ranking is their mean rank",
-                 flush=True)
-
-    def scored(names: Sequence[str], benchmarks: Sequence[str], key: str) -> tuple[Scores, dict[str, float], Scores]:
-        if not names or not benchmarks or compose_score is None or run_score is None:
-            return {}, {}, {}
-        return score_values(plan, benchmarks, names, compose_score=compose_score, run_score=run_score,
-                            records=ctx.records, echo=ctx.echo, key=key)
-
-    # the seeding scores' seconds are the proxy's (on the benchmarks it runs); the baselines' are not part of its
-    # cost. Baselines only where a validation will compare them: a benchmark whose full runs are all stored and
-    # that the proxy must rank (with use_full_runs, a complete benchmark is ranked by its full runs and not
-    # validated): no feature passes otherwise
-    seed_values, seed_seconds, seed_marks = scored(request.seed_scores, chosen, "scores")
-    validated = [b for b in candidates if full.complete(b, plan.encoders)] if validate else []
-    scores, _, marks = scored([s for s in request.baseline_scores if s not in request.seed_scores], validated,
-                              "baseline_scores")
-    scores, marks = {**scores, **seed_values}, {**marks, **seed_marks}
-    rankings, ledger = run_proxy(plan, entries, ctx, request, seed_values, seed_seconds, full,
-                                 rank_by_full=request.use_full_runs, chosen=chosen, split=split)
-    pred = pd.DataFrame({b: r.predicted for b, r in rankings.items()}).reindex(list(plan.encoders))
-    result = RankResult(rankings, ledger, stats.rank_intervals(pred, n_boot=request.n_boot), dropped, full,
-                        scores=scores, degenerate=marks, not_run=[b for b in candidates if b not in chosen],
-                        cost_basis="measured" if split.measured else "steps")
-    if validate and validated:
-        if request.seed_scores and proxy_without_scores:
-            result.variants["proxy (no scores)"] = run_proxy(plan, entries, ctx, request, {}, {}, full, use_scores=False,
-                                                             rank_by_full=request.use_full_runs, chosen=chosen,
-                                                             split=split)
-        result.validation = validate_against_full(result, plan, request, validated)
-        result.ceiling = ceilings(full, validated)
-    return result

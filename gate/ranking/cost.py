@@ -1,0 +1,143 @@
+"""What a run costs, predicted from the store's records instead of a timed probe.
+
+A run's wall seconds are ``fixed + steps × per_step + validations × per_validation``: ``fixed`` is building the
+model and data, checkpointing and (for a full run) its test pass; ``per_step`` a training step; ``per_validation``
+one validation pass. :func:`observations` reads the three from every run's facts in the store (``wall_seconds``,
+``train_step_seconds`` over the steps trained, ``validation_seconds`` over ``validations``); :class:`CostModel`
+predicts them for a run not made yet:
+
+1. the same encoder on the same benchmark, measured before (this machine, this protocol): their median;
+2. else a regression on the runs measured here: ``log per_step ~ log params + log (pixels × batch)`` (+ a term per
+   task family when two families or more are measured), least squares with a ridge, and the fixed and validation
+   seconds as the median of the same family's runs (all runs' where the family has none);
+3. else the cold start: :data:`COLD` (seconds on a CPU core, the slow case), deliberately high, so a plan made before
+   anything ran spends less than its budget rather than more, and is re-planned after every run with what it cost.
+
+A plan (:mod:`gate.ranking.plan`) is made from these predictions before anything runs and again before every run,
+the same function both times; ``cost.csv`` and ``ledger.json`` hold what was planned beside what was spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+#: The cold start: seconds of a step per unit of :attr:`RunFeatures.load` (a million parameters × a (224 px)² image),
+#: and of a run's fixed and per-validation parts. Measured on this project's 2-core CPU machine, one thread, the demo
+#: tier: a step 0.09 s per unit for resnet18 (0.70 s a step of 32 at 32 px), 0.16 for efficientnet_lite0; a run's
+#: fixed part 4–8 s, a validation 1–2 s. What decides what fits is a short run's cost relative to a full one, so the
+#: three keep their measured proportion; a proxy run's cold prediction is then raised by :data:`COLD_MARGIN`, so a
+#: plan made before anything ran errs towards spending less. The first run's own times replace them.
+COLD = {"per_step_per_mparam_image": 0.16, "fixed": 8.0, "per_validation": 2.0}
+#: A proxy run predicted by the cold start is taken to cost this much more (never the full runs it is a fraction of).
+COLD_MARGIN = 1.25
+#: The ridge of the per-step regression (in log units).
+RIDGE = 0.1
+
+
+@dataclasses.dataclass(frozen=True)
+class RunFeatures:
+    """What decides a run's cost, known before it runs."""
+
+    encoder: str
+    benchmark: str
+    family: str
+    params: float          # the encoder's parameters
+    pixels: float          # the input's pixels per example (image_size², × frames for video)
+    batch: int
+
+    @property
+    def load(self) -> float:
+        """Millions of parameters × (224 px)² images per step: the regression's unit of work."""
+        return max(self.params, 1.0) / 1e6 * max(self.pixels, 1.0) / 224 ** 2 * max(self.batch, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Costs:
+    per_step: float
+    fixed: float
+    per_validation: float
+    basis: str                   # "measured" (this encoder × benchmark) | "fitted" | "cold start"
+
+    def seconds(self, steps: float, validations: float) -> float:
+        return self.fixed + steps * self.per_step + validations * self.per_validation
+
+
+@dataclasses.dataclass(frozen=True)
+class Observation:
+    features: RunFeatures
+    per_step: float
+    fixed: float
+    per_validation: float
+
+
+def observation(features: RunFeatures, facts: Mapping[str, Any]) -> Observation | None:
+    """The three costs of one stored run from its facts (None where the run timed no step)."""
+    wall = facts.get("wall_seconds")
+    train = facts.get("train_step_seconds")
+    steps = facts.get("global_step")
+    start = facts.get("resumed_from_step") or 0
+    if not all(isinstance(v, (int, float)) for v in (wall, train, steps)):
+        return None
+    trained = float(steps) - float(start)
+    if trained <= 0 or float(train) <= 0:
+        return None
+    validations = facts.get("validations")
+    val_seconds = facts.get("validation_seconds")
+    per_val = float(val_seconds) / float(validations) if isinstance(validations, (int, float)) and validations \
+        and isinstance(val_seconds, (int, float)) else math.nan
+    fixed = float(wall) - float(train) - (float(val_seconds) if isinstance(val_seconds, (int, float)) else 0.0)
+    return Observation(features, float(train) / trained, max(fixed, 0.0), per_val)
+
+
+class CostModel:
+    """Predicted costs of runs (see the module docstring); refitted whenever observations are added."""
+
+    def __init__(self, observations: Iterable[Observation] = ()) -> None:
+        self.observations: list[Observation] = list(observations)
+        self._fit()
+
+    def add(self, obs: Observation | None) -> None:
+        if obs is not None:
+            self.observations.append(obs)
+            self._fit()
+
+    def _fit(self) -> None:
+        obs = [o for o in self.observations if o.per_step > 0 and math.isfinite(o.per_step)]
+        self._coef = None
+        families = sorted({o.features.family for o in obs})
+        self._families = families if len(families) > 1 else []
+        if len(obs) >= 3 and len({round(math.log(o.features.load), 6) for o in obs}) >= 2:
+            x = np.array([[1.0, math.log(o.features.load)] + [float(o.features.family == f) for f in self._families[1:]]
+                          for o in obs])
+            y = np.array([math.log(o.per_step) for o in obs])
+            reg = RIDGE * np.eye(x.shape[1])
+            reg[0, 0] = 0.0
+            self._coef = np.linalg.solve(x.T @ x + reg, x.T @ y)
+
+    def _median(self, values: Sequence[float]) -> float:
+        finite = [v for v in values if math.isfinite(v)]
+        return float(np.median(finite)) if finite else math.nan
+
+    def predict(self, f: RunFeatures) -> Costs:
+        same = [o for o in self.observations if o.features.encoder == f.encoder and o.features.benchmark == f.benchmark]
+        if same:
+            per_val = self._median([o.per_validation for o in same])
+            return Costs(self._median([o.per_step for o in same]), self._median([o.fixed for o in same]),
+                         per_val if math.isfinite(per_val) else COLD["per_validation"], "measured")
+        if self._coef is not None:
+            row = [1.0, math.log(f.load)] + [float(f.family == fam) for fam in self._families[1:]]
+            per_step = float(math.exp(np.dot(self._coef, row)))
+            family = [o for o in self.observations if o.features.family == f.family] or self.observations
+            per_val = self._median([o.per_validation for o in family])
+            return Costs(per_step, self._median([o.fixed for o in family]),
+                         per_val if math.isfinite(per_val) else COLD["per_validation"], "fitted")
+        if self.observations:  # one or two runs measured: scale the nearest by its load
+            near = min(self.observations, key=lambda o: abs(math.log(o.features.load) - math.log(f.load)))
+            per_val = near.per_validation if math.isfinite(near.per_validation) else COLD["per_validation"]
+            return Costs(near.per_step * f.load / near.features.load, near.fixed, per_val, "fitted")
+        return Costs(COLD["per_step_per_mparam_image"] * f.load, COLD["fixed"], COLD["per_validation"], "cold start")

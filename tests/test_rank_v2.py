@@ -1,0 +1,291 @@
+"""gate-rank v2's parts, each on a synthetic history or a faked run, each checked against a number worked out by
+hand: the selection (a copy and pure noise are never chosen, every coverable paper group is covered, the pool's own
+rows change nothing), the completion's guard, curve extrapolation, the cost model and the plan (it shrinks with the
+budget and never refuses, and re-plans when runs cost three times the prediction), the leave-one-seed-out ceiling and
+the paired bootstrap, Kendall's W."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gate.ranking import complete, prior, select
+from gate.ranking import plan as planning
+from gate.ranking.cost import CostModel, Observation, RunFeatures
+from gate.ranking.curves import extrapolate
+from gate.ranking.history import History
+
+
+def synthetic(n: int = 14, seed: int = 0, noise: float = 0.05) -> History:
+    """Encoders with a latent quality q, three seeds per benchmark: a..e follow q (seed noise ``noise``; group G1: a,
+    b; G2: c, d; G3: e), 'copy' is a copy of a (G1, seed by seed), 'noise' is pure noise, every seed drawn anew
+    (G2: its seeds do not agree)."""
+    rng = np.random.default_rng(seed)
+    q = np.linspace(0.2, 0.9, n)
+    rng.shuffle(q)
+    index = [f"e{i}" for i in range(n)]
+    seeds = {b: pd.DataFrame({s: np.clip(q + noise * rng.standard_normal(n), 0, 1) for s in range(3)}, index=index)
+             for b in "abcde"}
+    seeds["copy"] = seeds["a"].copy()
+    seeds["noise"] = pd.DataFrame({s: rng.uniform(0, 1, n) for s in range(3)}, index=index)
+    values = pd.DataFrame({b: f.mean(axis=1) for b, f in seeds.items()})
+    groups = {"a": "G1", "b": "G1", "copy": "G1", "c": "G2", "d": "G2", "noise": "G2", "e": "G3"}
+    return History(values, seeds=seeds, groups=groups, sources=("synthetic",))
+
+
+BENCH = ["a", "b", "c", "d", "e", "copy", "noise"]
+UNIT = dict.fromkeys(BENCH, 1.0)
+
+
+def test_a_copy_of_a_chosen_benchmark_and_pure_noise_are_never_chosen():
+    for seed in range(5):
+        h = synthetic(seed=seed)
+        sel = select.choose(h, BENCH, cost=UNIT, affordable=6, n_splits=0)
+        assert not {"a", "copy"} <= set(sel.chosen), sel.chosen
+        assert "noise" not in sel.chosen, sel.chosen
+        assert sel.method == "history" and sel.fingerprint == h.fingerprint()
+
+
+def test_every_paper_group_the_budget_covers_is_covered():
+    h = synthetic()
+    sel = select.choose(h, BENCH, cost=UNIT, affordable=3, n_splits=0)
+    assert {h.groups[b] for b in sel.chosen} == {"G1", "G2", "G3"} and len(sel.chosen) == 3
+    # two groups affordable, at costs that make G3's only benchmark the dearest: the cheapest two groups are covered
+    cost = {**UNIT, "e": 5.0}
+    sel = select.choose(h, BENCH, cost=cost, affordable=2, n_splits=0)
+    assert {h.groups[b] for b in sel.chosen} == {"G1", "G2"}
+    assert select.choose(h, BENCH, cost=UNIT, affordable=3, min_per_family=0, n_splits=0).chosen  # no coverage: free
+
+
+def test_the_pools_rows_in_the_history_change_nothing():
+    """The leakage rule: rows of the pool planted in the history leave the selection and the completion's
+    predictions byte-identical."""
+    h = synthetic()
+    pool = pd.DataFrame({b: [0.95, 0.1, 0.5] for b in BENCH}, index=["p1", "p2", "p3"])
+    planted = History(pd.concat([h.values, pool]), seeds={b: pd.concat([f, pd.DataFrame({s: pool[b] for s in f.columns})])
+                                                          for b, f in h.seeds.items()}, groups=h.groups, sources=h.sources)
+    clean = select.choose(h, BENCH, cost=UNIT, affordable=3, n_splits=10)
+    leaked = select.choose(planted.without(pool.index), BENCH, cost=UNIT, affordable=3, n_splits=10)
+    assert clean == leaked
+    observed = pool[list(clean.chosen)]
+    others = [b for b in BENCH if b not in clean.chosen]
+    a = complete.fit(h, list(clean.chosen), others).predict(observed)
+    b = complete.fit(planted.without(pool.index), list(clean.chosen), others).predict(observed)
+    assert a.to_numpy().tobytes() == b.to_numpy().tobytes()
+
+
+def test_with_no_usable_history_the_stated_rule_takes_one_benchmark_per_group_cheapest_first():
+    empty = History(pd.DataFrame(columns=BENCH, dtype=float))
+    cost = {"a": 3.0, "b": 1.0, "copy": 2.0, "c": 1.5, "d": 4.0, "noise": 9.0, "e": 2.5}
+    groups = synthetic().groups
+    sel = select.choose(empty, BENCH, cost=cost, affordable=5.0, groups=groups)
+    assert sel.method == "rule" and list(sel.chosen) == ["b", "c", "e"]  # 1 + 1.5 + 2.5 = 5
+
+
+def test_completion_is_used_only_where_it_wins_and_an_out_of_range_encoder_falls_back():
+    rng = np.random.default_rng(1)
+    n = 16
+    x = rng.uniform(0, 1, n)
+    # y is a steep function of x: the plain mean rank of x alone misorders the tier; completion recovers it
+    values = pd.DataFrame({"x": x, "y": 1 - x ** 3 + 0.01 * rng.standard_normal(n), "z": 1 - x + 0.01 * rng.standard_normal(n)},
+                          index=[f"e{i}" for i in range(n)])
+    h = History(values)
+    masks = select.splits(n, 20, 0)
+    t_c, t_p = complete.loo_taus(h, ["x"], ["x", "y", "z"], masks)
+    assert t_c > t_p  # wins: used
+    noise = pd.DataFrame({"x": x, "y": rng.uniform(0, 1, n), "z": rng.uniform(0, 1, n)}, index=values.index)
+    t_c, t_p = complete.loo_taus(History(noise), ["x"], ["x", "y", "z"], masks)
+    assert not t_c > t_p + 0.05  # noise to predict: no gain
+    comp = complete.fit(h, ["x"], ["y", "z"])
+    pool = pd.DataFrame({"x": [0.2, 0.5, 5.0]}, index=["in1", "in2", "far"])  # 5.0: far outside the history
+    pred = complete.predict_tier(pool, ["x", "y", "z"], comp)
+    assert pred.flagged == ["far"] and set(pred.sources.loc["far", ["y", "z"]]) == {"fallback"}
+    assert pred.mean_rank["far"] == complete.mean_rank(pool[["x"]].to_numpy())[2]  # its observed mean rank: 1.0
+    assert (pred.tier_lo <= pred.tier_value).all() and (pred.tier_value <= pred.tier_hi).all()
+
+
+def test_a_power_law_curve_is_extrapolated_to_its_end():
+    points = [(t, 0.9 - 0.5 * t ** -0.5) for t in (10, 20, 30, 40)]
+    e = extrapolate(points, 400, low=0.0, high=1.0)
+    assert e.value == pytest.approx(0.9 - 0.5 / 20, abs=0.01) and e.lo <= e.value <= e.hi
+    down = [(t, 3 + 2 * t ** -0.7) for t in (10, 20, 30, 40)]  # a loss-like metric that falls
+    assert extrapolate(down, 400, higher_is_better=False, low=0.0).value == pytest.approx(3 + 2 * 400 ** -0.7, abs=0.02)
+    assert extrapolate([(10, 0.5), (20, 0.6)], 400).value == 0.6  # two points: the last value
+
+
+def test_the_cost_model_recovers_a_planted_law():
+    rng = np.random.default_rng(0)
+    obs = []
+    for i in range(12):
+        params, batch = float(rng.uniform(1e6, 9e7)), int(rng.choice([8, 16, 32]))
+        f = RunFeatures(f"enc{i}", "b", "classification", params, 32.0 ** 2, batch)
+        obs.append(Observation(f, 0.02 * f.load ** 0.8, 5.0, 1.5))
+    model = CostModel(obs)
+    new = RunFeatures("new", "b", "classification", 3e7, 32.0 ** 2, 16)
+    got = model.predict(new)
+    assert got.basis == "fitted" and got.per_step == pytest.approx(0.02 * new.load ** 0.8, rel=0.05)
+    assert got.fixed == 5.0 and got.per_validation == 1.5
+    same = model.predict(obs[3].features)
+    assert same.basis == "measured" and same.per_step == pytest.approx(obs[3].per_step)
+    assert CostModel().predict(new).basis == "cold start"
+
+
+_CHOOSER = {}
+
+
+def _plan(budget: float, prior_seconds: float = 10.0):
+    choose = _CHOOSER.setdefault("c", select.Chooser(synthetic(n=10), BENCH))  # one history, every budget
+
+    def block_seconds(bench, seed, steps, every):  # 3 encoders: 5 s fixed, 0.5 s a step, 1 s a validation each
+        return 3 * (5.0 + 0.5 * steps + steps // every)
+
+    full = 3 * 7 * (5.0 + 0.5 * 100 + 4)  # 3 encoders × 7 benchmarks × one seed, 100-step runs
+    return planning.make_plan(candidates=BENCH, full_steps=dict.fromkeys(BENCH, 100), proxy_seeds=(100, 101, 102),
+                              run_fraction=0.67, val_points=4, budget_seconds=budget * full, full_seconds=full,
+                              block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds, with_prior=True)
+
+
+def test_plans_shrink_with_the_budget_and_no_budget_in_0_1_is_refused():
+    order = {"static": 0, "prior": 1, "proxy": 2}
+    last = None
+    for budget in (1e-6, 0.005, 0.02, 0.05, 0.2, 0.99):
+        p = _plan(budget)
+        assert p.planned_seconds <= p.budget_seconds + 1e-9, (budget, p.why)
+        key = (order[p.kind], len(p.seeds), p.fraction, len(p.benchmarks), p.planned_seconds)
+        if last is not None:
+            assert p.planned_seconds >= last[-1] - 1e-9 and order[p.kind] >= last[0], (budget, p.why)
+        last = key
+        if budget == 0.05:
+            assert p.kind == "proxy" and len(p.seeds) == 1  # seeds go first, then benchmarks, then steps
+        if budget == 0.99:
+            assert p.kind == "proxy" and len(p.seeds) >= 2 and len(p.benchmarks) >= 3
+    assert _plan(1e-6).kind == "static" and _plan(0.02).kind == "prior"
+
+
+def test_a_three_fold_cost_surprise_replans_and_stays_within_the_budget():
+    """Runs cost 3× what was predicted: after the first block the re-plan (its costs now the measured ones) drops
+    what no longer fits; the total stays within the budget."""
+    from gate.ranking.pipeline import execute
+
+    h = synthetic()
+    factor = {"value": 1.0}
+
+    def block_seconds(bench, seed, steps, every):
+        return factor["value"] * 3 * (5.0 + 0.5 * steps + steps // every)
+
+    full = 3 * 7 * (5.0 + 0.5 * 100 + 4)
+    budget = 0.3 * full
+    spent = {"s": 0.0}
+    chooser = select.Chooser(h, BENCH)
+
+    def make(done=frozenset(), fraction=0.67, left=budget):
+        return planning.make_plan(candidates=BENCH, full_steps=dict.fromkeys(BENCH, 100), proxy_seeds=(100, 101, 102),
+                                  run_fraction=fraction, val_points=4, budget_seconds=left, full_seconds=full,
+                                  block_seconds=block_seconds, choose=chooser,
+                                  prior_seconds=0.0, with_prior=False, done=done)
+
+    first = make()
+    planned_blocks = len(first.blocks)
+
+    def run(block):
+        spent["s"] += 3 * block.seconds  # what it really cost
+        factor["value"] = 3.0            # the model learns it
+
+    done = execute(first, lambda d, f: make(d, f, budget - spent["s"]), run)
+    assert planned_blocks > 1 and len(done) < planned_blocks
+    assert spent["s"] <= budget * 1.0 + 1e-9 or len(done) == 1  # only a first block, once started, may pass it
+    assert spent["s"] <= 3 * first.blocks[0].seconds + budget - 3 * first.blocks[0].seconds + 1e-9
+
+
+def test_the_leave_one_seed_out_ceiling_by_hand():
+    from gate.ranking.pipeline import leave_one_seed_out
+
+    pool = ["A", "B", "C"]
+    # one benchmark, three seeds: seed 0 orders A > B > C, seeds 1 and 2 A > C > B
+    seeds = {"b": pd.DataFrame({0: [3.0, 2.0, 1.0], 1: [3.0, 1.0, 2.0], 2: [3.0, 1.0, 2.0]}, index=pool)}
+    ranking = pd.Series({"A": 1.0, "C": 2.0, "B": 3.0})  # predicts A > C > B
+    got = leave_one_seed_out(seeds, ["b"], pool, ranking)
+    # seed 0 vs mean(1, 2) = A > C > B: τ = 1/3; seed 1 vs mean(0, 2) = (3, 1.5, 1.5): A first, B and C tied:
+    # τ-b = 2/sqrt(3·2); seed 2 likewise. The prediction against those truths: 1, 2/sqrt(6), 2/sqrt(6)
+    tie = 2 / math.sqrt(6)
+    assert got["n_seeds"] == 3
+    assert got["one_seed_vs_rest"] == pytest.approx((1 / 3 + tie + tie) / 3)
+    assert got["v2_vs_rest"] == pytest.approx((1 + 1 + 1) / 3 if False else (1 + tie + tie) / 3)
+    assert got["ratio"] == pytest.approx(got["v2_vs_rest"] / got["one_seed_vs_rest"])
+
+
+def test_the_paired_bootstrap_by_hand():
+    from gate.ranking.pipeline import paired_bootstrap
+
+    pool = [f"e{i}" for i in range(8)]
+    values = pd.DataFrame({"b1": np.arange(8.0), "b2": np.arange(8.0)}, index=pool)  # e7 best
+    perfect = pd.Series(8 - np.arange(8.0), index=pool)   # mean rank: e7 first
+    reversed_ = pd.Series(np.arange(8.0) + 1, index=pool)
+    out = paired_bootstrap({"v2": perfect, "bad": reversed_, "same": perfect}, values, n_boot=200).set_index("baseline")
+    assert out.loc["bad", "tau_difference"] == pytest.approx(2.0)  # τ 1 against τ −1
+    assert out.loc["bad", "lo"] == pytest.approx(2.0) and out.loc["bad", "p_v2_not_better"] == 0.0
+    assert out.loc["same", "tau_difference"] == 0.0 and out.loc["same", "p_v2_not_better"] == 1.0
+
+
+def test_kendalls_w_and_seed_agreement():
+    a = pd.Series([1.0, 2.0, 3.0, 4.0], index=list("wxyz"))
+    assert prior.kendalls_w([a, a, a]) == pytest.approx(1.0)
+    assert prior.kendalls_w([a, 5 - a]) == pytest.approx(0.0)
+    assert prior.agreement([a, a]) == pytest.approx(1.0) and math.isnan(prior.agreement([a]))
+    d = prior.decide(proxy_ran=True, seed_agreement=0.1, history_tau=0.8, prior_available=True,
+                     prior_history_tau=math.nan, static_available=True)
+    assert d.source == "prior" and "disagree" in d.why
+    d = prior.decide(proxy_ran=False, seed_agreement=math.nan, history_tau=math.nan, prior_available=False,
+                     prior_history_tau=math.nan, static_available=True)
+    assert d.source == "static"
+
+
+@pytest.mark.slow
+def test_a_real_run_records_its_validation_curve_and_a_shorter_run_is_its_prefix(tmp_path):
+    """gate-run records the checkpoint monitor at each validation (facts.val_curve); and since validation and test
+    loaders draw from generators of their own, a run that validates at other steps trains on the same random
+    numbers: a 6-step run validating every 2 steps passes through the 4-step run's value at step 4 (validation was
+    drawing its base seed from the global stream, so they parted after the first validation)."""
+    from gate.engine.training.finetune import run_finetune
+    from gate.results import ResultsStore
+
+    from helpers import SMOKE, compose_run
+
+    # dropout draws from the global stream in every training step: what a validation's draw would shift
+    base = [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", "data.max_val_samples=32",
+            "data.max_test_samples=32", "evaluate_test=false", "adapter.dropout=0.5"]
+    long = run_finetune(compose_run(tmp_path / "long", [*base, "trainer.max_steps=6", "trainer.val_check_interval=2"]))
+    short = run_finetune(compose_run(tmp_path / "short", [*base, "trainer.max_steps=4", "trainer.val_check_interval=4"]))
+    curve = dict(map(tuple, long.facts["val_curve"]))
+    assert sorted(curve) == [2, 4, 6] and long.facts["validations"] == 3
+    rows = ResultsStore(tmp_path / "long" / "results" / "records.jsonl").records()
+    assert rows[-1]["value"] == pytest.approx(max(curve.values()))  # the val record is the best of the curve
+    assert dict(map(tuple, short.facts["val_curve"])) == {4: pytest.approx(curve[4], abs=1e-6)}
+
+
+def test_a_rerun_plans_the_runs_the_store_holds_before_longer_ones():
+    """An earlier call ran 1/6-length runs (its budget was short then); with a warm cost model the ladder's first
+    rung (0.67) would fit, but the stored runs cost nothing and are planned first, so the rerun trains nothing."""
+    from gate.ranking.pipeline import stored_fractions
+
+    full_steps = dict.fromkeys(BENCH, 100)
+    stored_steps = planning.proxy_steps(100, 0.67 / 4, 4)  # (16, 4): the ladder's third rung
+    made = {(e, b, 100, *stored_steps) for e in ("a", "b", "c") for b in BENCH[:2]}
+    prefer = stored_fractions(made, full_steps, 0.67, 4)
+    assert prefer == (0.67 / 4,)
+
+    def block_seconds(bench, seed, steps, every):
+        stored = all((e, bench, seed, steps, every) in made for e in ("a", "b", "c"))
+        return 0.0 if stored else 3 * (5.0 + 0.5 * steps + steps // every)
+
+    choose = select.Chooser(synthetic(n=10), BENCH)
+    kwargs = dict(candidates=BENCH, full_steps=full_steps, proxy_seeds=(100,), run_fraction=0.67, val_points=4,
+                  budget_seconds=1e4, full_seconds=1e5, block_seconds=block_seconds, choose=choose, prior_seconds=0.0,
+                  with_prior=False)
+    assert planning.make_plan(**kwargs).fraction == 0.67  # nothing stored: the longest runs that fit
+    again = planning.make_plan(**kwargs, prefer=prefer)
+    assert again.fraction == pytest.approx(0.67 / 4)
+    assert ("a", 16) in {(b.benchmark, b.steps) for b in again.blocks} and {b.steps for b in again.blocks} == {16}
