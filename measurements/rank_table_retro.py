@@ -133,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--groups", action="store_true", help="leave-group-out splits (the paper's encoder kinds)")
     parser.add_argument("--json", action="store_true", help="one JSON object per split on stdout")
+    parser.add_argument("--inner-splits", type=int, default=20,
+                        help="hold-outs of the history's encoders deciding whether completion is used (gate-rank: 20)")
     args = parser.parse_args(argv)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         bench = tier_benchmarks(t)
         for k in ks:
             for i, pool in enumerate(pools):
-                out = one_split(table, pool, bench, k, rng)
+                out = one_split(table, pool, bench, k, rng, n_splits=args.inner_splits)
                 for m in METHODS:
                     summary.setdefault((t, k, m), []).append(out["methods"][m]["tau"])
                     for extra in ("error_points", "coverage"):

@@ -289,3 +289,30 @@ def test_a_rerun_plans_the_runs_the_store_holds_before_longer_ones():
     again = planning.make_plan(**kwargs, prefer=prefer)
     assert again.fraction == pytest.approx(0.67 / 4)
     assert ("a", 16) in {(b.benchmark, b.steps) for b in again.blocks} and {b.steps for b in again.blocks} == {16}
+
+
+def test_a_paper_name_the_table_lacks_names_the_encoder_and_the_key(monkeypatch):
+    from gate.errors import ConfigError
+    from gate.ranking import history as history_module
+
+    monkeypatch.setattr(history_module, "paper_names", lambda: {"effnetv9": "efficientnet_lite0", "clip": "clip_vitb16"})
+    with pytest.raises(ConfigError) as err:
+        history_module.paper_history()
+    assert str(err.value).startswith("conf/encoder/efficientnet_lite0.yaml: paper_name='effnetv9' is not a column")
+
+
+@pytest.mark.parametrize("rows,message", [
+    ("a,cifar100,acc@1,0.5\nb,cifar100,acc@1,\nc,cifar100,acc@1,0.7\n", "have no value and are left out: b × cifar100"),
+    ("a,cifar100,wibble,0.5\nb,cifar100,wibble,0.6\nc,cifar100,wibble,0.7\n", "metric(s) ['wibble'] are not in the "
+                                                                               "registry"),
+    ("a,cifar100,acc@1,0.5\na,cifar100,acc@1,0.6\nc,cifar100,acc@1,0.7\n", "a result is listed twice"),
+])
+def test_a_history_that_is_not_a_performance_table_is_one_line(tmp_path, rows, message):
+    """NaN cells, a metric of unknown direction and duplicate rows: what gate-analysis warns about and reads on,
+    a history refuses (it would learn from a guess)."""
+    from gate.ranking.history import problems
+
+    path = tmp_path / "h.csv"
+    path.write_text("encoder,dataset,metric,value\n" + rows)
+    found = problems([str(path)])
+    assert len(found) == 1 and found[0].startswith(f"history={str(path)!r}") and message in found[0], found

@@ -154,12 +154,17 @@ def from_table(path: str | Path, rename: Mapping[str, str] | None = None, source
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"history={str(path)!r}: no such file (give store, paper, or the path of a results table)")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         loaded = load_results(path)
         summary = summarize(loaded.long)
         meta = load_benchmark_meta()
         values, info = representative_values(summary, meta)
+    for w in caught:  # what the analysis only warns about, a history cannot learn from
+        text = " ".join(str(w.message).split())
+        if "have no value and are left out" in text or "direction guessed" in text:
+            raise ConfigError(f"history={str(path)!r} is not a performance table gate-rank can learn from: "
+                              f"{text.split(': ', 1)[-1] if text.startswith(str(path)) else text}")
     if values.empty:
         raise ConfigError(f"history={str(path)!r} holds no fine-tuning results a tier metric can be read from")
     bad = info.loc[info["entered_as"].astype(str).str.startswith("not entered"), "benchmark"].tolist()
@@ -215,7 +220,14 @@ def paper_history() -> History:
     """The GATE paper's Table 3 as a history, its encoders under gate's names (``paper_name``)."""
     from gate.analysis.meta import default_paper_table
 
-    return from_table(default_paper_table(), rename=paper_names(), source="paper")
+    names = paper_names()
+    columns = set(pd.read_csv(default_paper_table(), nrows=0).columns)
+    unknown = sorted((enc, col) for col, enc in names.items() if col not in columns)
+    if unknown:
+        enc, col = unknown[0]
+        raise ConfigError(f"conf/encoder/{enc}.yaml: paper_name={col!r} is not a column of the GATE paper's table "
+                          f"({default_paper_table().name})")
+    return from_table(default_paper_table(), rename=names, source="paper")
 
 
 def from_store(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequence[str],
