@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-#: The strategies gate shards batches for: Lightning's default (one device: single-device; several: DDP) and DDP.
-STRATEGIES = ("auto", "ddp")
 #: The trainer keys that describe the process layout (run-only in the experiment id, see gate.results).
 LAYOUT_KEYS = ("trainer.devices", "trainer.num_nodes", "trainer.strategy", "trainer.sync_batchnorm",
                "trainer.use_distributed_sampler")

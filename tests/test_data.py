@@ -68,7 +68,7 @@ def test_datamodule_refuses_bad_labels(tmp_path):
     bad = datasets.Dataset.from_dict({"image": [np.zeros((4, 4), np.uint8)] * 4, "label": [0, 1, 2, 7]})
     splits = datasets.DatasetDict({"train": bad, "val": bad, "test": bad})
     with pytest.raises(ValueError, match="split 'train' has labels in \\[0, 7\\]"):
-        GATEDataModule(spec(), splits, encoder=None, adapter=LinearClassifier(feature_dim=4, num_classes=3))
+        GATEDataModule(spec(), splits, encoder=None, adapter=LinearClassifier(feature_dim=4, num_classes=3), batch_size=4)
 
 
 def test_text_encoder_on_image_dataset_names_both(tmp_path):

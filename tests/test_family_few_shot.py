@@ -225,7 +225,7 @@ def test_forward_backward_on_a_real_episode_through_efficientnet_lite0(tiny):
     encoder = EfficientNetLite("efficientnet-lite0", image_size=32)
     adapter = ProtoNet(feature_dim=encoder.feature_dim, spec=spec(), min_ways=5, max_ways=5, max_shots=3,
                        projection_dim=16)
-    dm = GATEDataModule(spec(), tiny, encoder, adapter)
+    dm = GATEDataModule(spec(), tiny, encoder, adapter, batch_size=8)
     batch = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
     assert batch["image"].shape[1:] == (3, 32, 32)
     assert sorted(batch["classes"].tolist()) == [0, 2, 4, 6, 8]

@@ -118,7 +118,9 @@ class _OneClass:
         self.index = index
 
     def compute(self) -> torch.Tensor:
-        return super().compute()[self.index]
+        # the AUROC and AP classes compute per class with NaN where the split does not define a class
+        per_class = getattr(self, "_per_class", None)
+        return (per_class() if per_class is not None else super().compute())[self.index]
 
 
 class AUROCOnLogits(_SigmoidInputs, _Undefined, MultilabelAUROC):
@@ -141,26 +143,12 @@ class BrierOnLogits(_SigmoidInputs, MultilabelBrierScore):
     pass
 
 
-class ClassAUROC(AUROCOnLogits):
-    """One class's AUROC (NaN when the split does not define it)."""
-
-    def __init__(self, num_labels: int, index: int) -> None:
-        super().__init__(num_labels)
-        self.index = index
-
-    def compute(self) -> torch.Tensor:
-        return self._per_class()[self.index]
+class ClassAUROC(_OneClass, AUROCOnLogits):
+    """One class's AUROC."""
 
 
-class ClassAPS(APSOnLogits):
-    """One class's average precision (NaN when the split does not define it)."""
-
-    def __init__(self, num_labels: int, index: int) -> None:
-        super().__init__(num_labels)
-        self.index = index
-
-    def compute(self) -> torch.Tensor:
-        return self._per_class()[self.index]
+class ClassAPS(_OneClass, APSOnLogits):
+    """One class's average precision."""
 
 
 class DefinedClasses(AUROCOnLogits):

@@ -628,11 +628,11 @@ def summarize(long: pd.DataFrame, split: str | None = "test", score_split: str |
             df.loc[idx, "metric"] = [f"{m} ({s})" for s in df.loc[idx, "split"]]
     keys = ["kind", "encoder", "benchmark", "metric"]
     agg = df.groupby(keys, sort=False).agg(
-        dataset=("dataset", "first"), paper_group=("paper_group", _first_nonempty), metric_name=("metric_name", "first"),
+        dataset=("dataset", "first"), paper_group=("paper_group", first_nonempty), metric_name=("metric_name", "first"),
         split=("split", "first"), higher_is_better=("higher_is_better", "first"),
         mean=("value", "mean"), std=("value", lambda v: v.std(ddof=1) if len(v) > 1 else np.nan),
         n=("value", "size"), num_classes=("num_classes", "max"), main_variant=("main_variant", "all"),
-        capped=("capped", _first_nonempty), degenerate=("degenerate", _first_nonempty),
+        capped=("capped", first_nonempty), degenerate=("degenerate", first_nonempty),
     ).reset_index()
     cols = ["kind", "encoder", "dataset", "benchmark", "paper_group", "metric", "metric_name", "split",
             "higher_is_better", "mean", "std", "n", "num_classes", "main_variant", "capped", "degenerate"]
@@ -763,7 +763,8 @@ def _check_direction(df: pd.DataFrame) -> None:
 # ------------------------------------------------------------------------------------------- helpers
 
 
-def _first_nonempty(values: pd.Series) -> str:
+def first_nonempty(values: pd.Series) -> str:
+    """The first non-empty string of ``values`` (empty when none is)."""
     for v in values:
         if isinstance(v, str) and v:
             return v

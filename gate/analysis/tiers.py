@@ -30,6 +30,7 @@ from typing import Any
 
 import pandas as pd
 
+from gate.analysis.load import first_nonempty
 from gate.analysis.meta import BenchmarkMeta, OutsideRange, choose_tier_metric, note_of, range_fix, tier_scale
 
 #: ``tiers_benchmarks.csv``'s ``entered_as`` for a benchmark whose values fall outside its metric's range.
@@ -91,12 +92,12 @@ def representative_values(summary: pd.DataFrame, meta: Mapping[str, BenchmarkMet
             entered = NOT_ENTERED
         if scale.range is None:
             undeclared.append(f"{bench} ({rep.metric})")
-        group = _first(rows["paper_group"]) or (m.paper_group if m is not None else "") or ""
+        group = first_nonempty(rows["paper_group"]) or (m.paper_group if m is not None else "") or ""
         info.append({"benchmark": bench, "dataset": dataset, "paper_group": group, "metric": rep.metric,
                      "higher_is_better": hib, "range": _range_text(scale.range), "range_from": scale.declared_by,
                      "entered_as": entered, "n_encoders": int(sel["mean"].notna().sum()), "chosen_by": rep.why,
                      "in_means": bool(rows["main_variant"].all()) if "main_variant" in rows else True,
-                     "vs_gate": note_of(bench, notes), "capped": _first(sel["capped"]) if "capped" in sel else ""})
+                     "vs_gate": note_of(bench, notes), "capped": first_nonempty(sel["capped"]) if "capped" in sel else ""})
     if undeclared:
         warnings.warn(f"no declared range for {undeclared}: entered on their own scale (negated when lower is "
                       f"better), so the tier and group means mix scales; declare tier_range in the dataset config or "
@@ -198,13 +199,6 @@ def _add(out: pd.DataFrame, name: str, mean: pd.Series, n: pd.Series | None) -> 
     out[name + ":rank"] = mean.rank(ascending=False, method="min")
     if n is not None:
         out[name + ":n"] = n
-
-
-def _first(values: pd.Series) -> str:
-    for v in values:
-        if isinstance(v, str) and v:
-            return v
-    return ""
 
 
 def compare_with_published(tiers_table: pd.DataFrame, aggregates: pd.DataFrame | None) -> pd.DataFrame:

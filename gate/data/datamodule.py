@@ -84,7 +84,7 @@ class TransformedSplit(Dataset):
 class GATEDataModule(L.LightningDataModule):
     """Holds the train/val/test splits of one dataset, the encoder's transforms and the adapter's targets."""
 
-    def __init__(self, spec: DatasetSpec, splits: datasets.DatasetDict, encoder, adapter, batch_size: int = 64,
+    def __init__(self, spec: DatasetSpec, splits: datasets.DatasetDict, encoder, adapter, batch_size: int,
                  eval_batch_size: int | None = None, num_workers: int = 0, seed: int = 0,
                  pin_memory: bool = False) -> None:
         super().__init__()

@@ -58,13 +58,3 @@ def resolve_pin_memory(value: Any, *, cuda: bool) -> tuple[bool, str | None]:
     if bool(value) and not cuda:
         return False, "pin_memory=true ignored: the run does not use CUDA (pinned memory only speeds copies to a GPU)"
     return bool(value), None
-
-
-def is_workers_setting(value: Any) -> bool:
-    """Whether ``value`` is a valid ``num_workers``: an integer >= 0 or ``auto``."""
-    return value == AUTO or (isinstance(value, int) and not isinstance(value, bool) and value >= 0)
-
-
-def is_pin_memory_setting(value: Any) -> bool:
-    """Whether ``value`` is a valid ``pin_memory``: true, false or ``auto``."""
-    return value == AUTO or isinstance(value, bool)

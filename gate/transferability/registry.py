@@ -26,7 +26,6 @@ from ._validation import check_features
 
 __all__ = ["Metric", "SCORES", "DISCREPANCIES", "applicable_scores", "feature_rank"]
 
-INPUTS = ("features", "source_probs")
 # The matrix a score fits on the rows it scores → its largest rank: n rows centred per class span at most n − C
 # dimensions, centred once n − 1. Once the features' own rank reaches it, the fit is exact for any labels.
 FITTED = {"within-class scatter": lambda n, c: (n - c, f"{n} rows − {c} classes"),
