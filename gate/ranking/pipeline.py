@@ -54,7 +54,7 @@ RETIRED = {
     "proxy_without_scores": "nothing: the prior no longer seeds a run; validation compares it as a baseline",
 }
 #: The baselines every validation compares (their τ beside v2's, paired).
-STATIC_BASELINES = ("params", "source_top1")
+STATIC_BASELINES = priors.STATIC
 
 
 def known_scores() -> list[str]:
