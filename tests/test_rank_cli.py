@@ -153,3 +153,43 @@ def test_a_proxy_seed_of_stored_full_runs_is_refused_while_validating(tmp_path, 
         value=0.5, higher_is_better=True)])
     code, err = rank_in_process(monkeypatch, capsys, [f"tier={tier}", POOL, f"paths.root={root}", "proxy_seeds=[0,9]"])
     assert code == 2 and "proxy_seeds=[0, 9] shares seed(s) [0] with stored full runs of this tier" in err, err
+
+
+def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_path, capsys, monkeypatch):
+    """Every proxy run costs twice what the cold start predicts (a parallel load): the full tier the budget is a
+    fraction of is re-predicted from the same measured runs, so the spent fraction stays within budget=0.2 (it was
+    the spent seconds of a loaded machine over a quiet machine's full tier: 2 / 1.25 of the plan)."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.cost import CostModel
+    from gate.ranking.proxy import ProxyRun
+
+    def slow_block(block, experiments, ctx, *, full_steps, planned, order):
+        out = []
+        for enc in order:
+            cold = CostModel().predict(pipeline.run_features(experiments[enc], 1e7))  # the cold start's parts
+            scale = 2.0 * planned[enc] / (1.25 * cold.seconds(block.steps, block.steps // block.val_every))
+            train = scale * cold.per_step * block.steps
+            vals = block.steps // block.val_every
+            facts = {"wall_seconds": 2.0 / 1.25 * planned[enc], "train_step_seconds": train, "global_step": block.steps,
+                     "validations": vals, "validation_seconds": scale * cold.per_validation * vals, "params": 1e7}
+            rank_of = order.index(enc)
+            out.append(ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "val/acc",
+                                True, 0.5 - 0.1 * rank_of, 0.5 - 0.1 * rank_of, 0.4, 0.6, "last value",
+                                facts["wall_seconds"], planned[enc], False, facts))
+        return out
+
+    monkeypatch.setattr(pipeline, "run_block", slow_block)
+    doc = dict(TINY, seeds=[0, 1, 2],
+               overrides={**TINY["overrides"], "trainer.max_steps": 200, "trainer.val_check_interval": 50})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    root = tmp_path / "root"
+    args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.2", "n_boot=20", "baseline_scores=[]", "prior=[]",
+            "history=[store]", "proxy_seeds=[100,101,102,103]"]
+    out = call_cli(rank.main, args, capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
+    assert ledger["spent_over_planned"] == pytest.approx(2.0 / 1.25, rel=1e-6)  # the runs did cost more
+    assert ledger["full_seconds"] > 1.5 * ledger["planned_full_seconds"]       # ... and so does the full tier
+    assert ledger["planned_fraction"] > 0.2 / 1.6                               # the plan would have overspent
+    assert ledger["fraction"] <= 0.2 + 1e-9 and "OVER THE BUDGET" not in out.stdout

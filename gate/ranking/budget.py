@@ -3,7 +3,9 @@
 Every proxy run and every feature pass is an item with its planned seconds (the plan's prediction when it was made,
 :mod:`gate.ranking.plan`) and its spent seconds (the run's own ``wall_seconds``, the score records' feature-pass
 seconds). The full tier is every encoder × benchmark × the tier's seeds: a stored full run's own seconds where the
-store has it, else the cost model's prediction (``full_basis`` says which). A number that was not measured is
+store has it, else the cost model's prediction (``full_basis`` says which), re-predicted after every run with the
+model refitted on what the runs cost, so that ``fraction`` compares seconds measured on this machine, under its
+present load, with the full tier's seconds on the same machine. A number that was not measured is
 ``None`` — ``ledger.json`` writes null and the printout ``—`` — never NaN.
 """
 
@@ -38,6 +40,7 @@ class Ledger:
     full: dict[str, float | None] = dataclasses.field(default_factory=dict)   # "enc × bench" -> every tier seed
     full_basis: dict[str, str] = dataclasses.field(default_factory=dict)     # stored | measured | fitted | cold start
     planned_total: float = 0.0        # the whole plan's seconds when it was first made
+    planned_full: float = math.nan    # the full tier's seconds as predicted when the plan was first made
     budget: float = math.nan
 
     def plan(self, item: str, seconds: float) -> None:
@@ -66,7 +69,8 @@ class Ledger:
 
     @property
     def planned_fraction(self) -> float | None:
-        full = self.full_seconds
+        """The first plan's seconds over the full tier as predicted then (the plan's own fraction)."""
+        full = self.planned_full if math.isfinite(self.planned_full) else self.full_seconds
         return self.planned_total / full if full else None
 
     @property
@@ -87,7 +91,8 @@ class Ledger:
         """What ``ledger.json`` holds (strict JSON: null where not measured)."""
         return {"budget": finite_or_none(self.budget), "planned_seconds": finite_or_none(self.planned_total),
                 "planned_fraction": finite_or_none(self.planned_fraction), "spent_seconds": self.spent_seconds,
-                "full_seconds": self.full_seconds, "fraction": finite_or_none(self.fraction),
+                "planned_full_seconds": finite_or_none(self.planned_full), "full_seconds": self.full_seconds,
+                "fraction": finite_or_none(self.fraction),
                 "spent_over_planned": finite_or_none(self.planned_vs_spent), "unmeasured": self.unmeasured,
                 "full": self.full, "full_basis": self.full_basis,
                 "items": {k: {"planned": finite_or_none(self.planned.get(k)), "spent": self.spent.get(k)}

@@ -454,21 +454,29 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     prefer = stored_fractions(made, full_steps, request.run_fraction, request.val_points)
 
-    # the full tier: stored full runs' own seconds, else predicted (every tier seed)
+    # the full tier: stored full runs' own seconds, else predicted (every tier seed) by the same model as the proxy
+    # runs, and re-predicted whenever a run refits it: a machine that turns out slower than the cold start (a parallel
+    # load) makes the full tier dearer too, so the fraction spent is a ratio of like to like
     ledger = Ledger(budget=request.budget)
     stored_full = stored_full_seconds(plan, records, tier_seeds)
-    for bench in entries:
-        full_every = exp_of(bench, request.proxy_seeds[0], pool[0]).config["trainer"].get("val_check_interval") or 1
-        full_every = int(full_every) if isinstance(full_every, int) else max(1, full_steps[bench])
-        for enc in pool:
-            key = f"{enc} × {bench}"
-            if key in stored_full:
-                ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
-            else:
-                costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
-                ledger.full[key] = len(tier_seeds) * costs.seconds(full_steps[bench], full_steps[bench] // full_every)
-                ledger.full_basis[key] = costs.basis
-    full_seconds = ledger.full_seconds or math.nan
+
+    def predict_full() -> float:
+        for bench in entries:
+            every = exp_of(bench, request.proxy_seeds[0], pool[0]).config["trainer"].get("val_check_interval") or 1
+            every = int(every) if isinstance(every, int) else max(1, full_steps[bench])
+            for enc in pool:
+                key = f"{enc} × {bench}"
+                if key in stored_full:
+                    ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
+                else:
+                    costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc),
+                                                       params.get(enc, math.nan)))
+                    ledger.full[key] = len(tier_seeds) * costs.seconds(full_steps[bench], full_steps[bench] // every)
+                    ledger.full_basis[key] = costs.basis
+        return ledger.full_seconds or math.nan
+
+    full_seconds = predict_full()
+    ledger.planned_full = full_seconds
     budget_seconds = request.budget * full_seconds
     scored_benches = [b for b in entries if family(exp_of(b, request.proxy_seeds[0], pool[0]).config["dataset"]
                                                    .get("task")).transferability]
@@ -529,14 +537,16 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             ledger.spend(f"run {r.experiment}", r.seconds)
             model.add(observation(run_features(experiments[r.encoder], params.get(r.encoder, math.nan)), r.facts))
         runs.extend(got)
+        predict_full()
 
     def replan(done_pairs: frozenset, fraction: float) -> planning.Plan:
         # the run length chosen up front stays (or shrinks): growth adds seeds and benchmarks, never longer runs
         # beside the shorter ones already made
+        full_now = ledger.full_seconds or full_seconds
         return planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
                                   run_fraction=fraction, val_points=request.val_points,
-                                  budget_seconds=budget_seconds - (ledger.spent_seconds or 0.0),
-                                  full_seconds=full_seconds, block_seconds=block_seconds, choose=choose,
+                                  budget_seconds=request.budget * full_now - (ledger.spent_seconds or 0.0),
+                                  full_seconds=full_now, block_seconds=block_seconds, choose=choose,
                                   prior_seconds=0.0, with_prior=False, done=done_pairs)
 
     done = execute(the_plan, replan, run_one)
