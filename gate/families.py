@@ -1,19 +1,16 @@
-"""The task-family registry: everything gate knows about a task family, in one entry next to its adapter.
+"""The task-family registry: everything gate knows about a task family, declared once as data.
 
-A task family (``dataset.task`` in a dataset config) is declared once, by :func:`register_family` in the module
-of the adapter that serves it (``gate/adapters/classification.py`` declares ``classification``, ...): the target
-kinds it reads, whether its targets are classes, the metrics it records, its summary label, its renderer, and
-whether transferability scores apply. Every other module asks this registry (:func:`family`) instead of keeping
-a table or an if-chain on task names, so adding a family takes its adapter module, its YAML files and a stand-in
+A task family (``dataset.task`` in a dataset config) is one YAML file, ``conf/family/<name>.yaml``, whose keys are
+the fields of :class:`TaskFamily`: the target kinds it reads, whether its targets are classes, the metrics it records,
+its summary label, its renderer, whether transferability scores apply. Every other module asks this registry
+(:func:`family`) instead of keeping a table or an if-chain on task names.
+
+Why data and not a call in the adapter's module: a lookup then reads a small YAML file and imports no adapter, so
+the modules that only need a family's facts (the dataset checks, the experiment id, tiers, gate-analysis) never load
+torch (tests/test_task_family_registry.py imports them in a fresh interpreter). A family of your own is registered
+by :func:`register_family` (import its module first, as gate-run does for ``adapter._target_``), or, from a package
+of your own, by naming that module in the ``gate.task_families`` entry points of its package
 (``tests/test_task_family_registry.py`` registers a toy family from the test directory and fine-tunes it).
-
-Why the declarations live in the adapter modules and not here: a family is meaningless without the adapter that
-reads its targets, and one file per family is the point. This module sits below the adapters (docs/design.md
-"Layout") and imports none of them: a packaged family is found by name in the ``gate.task_families`` entry points
-(pyproject.toml: family name -> the adapter module that registers it), and only that module is imported, on the
-family's first lookup. Importing ``gate.families`` stays cheap (no torch). A family of your own is registered by
-importing its module (gate-run's validation imports the adapter class of ``adapter._target_`` before it checks
-the dataset), or, from a package of your own, by an entry of its own in that group.
 
 Metric directions are not restated: each metric name a family records must be registered in :mod:`gate.metrics`,
 and :meth:`TaskFamily.directions` reads them from there.
@@ -23,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 
 # What a target column can hold (one example):
 TARGET_KINDS = {
@@ -147,8 +145,8 @@ class TaskFamily:
 
 
 _FAMILIES: dict[str, TaskFamily] = {}
-ENTRY_POINTS = "gate.task_families"  # the entry-point group naming each family's registering module
-_loaded: set[str] = set()  # entry points already imported
+ENTRY_POINTS = "gate.task_families"  # the entry-point group naming a registering module of another package
+_loaded: set[str] = set()  # families already loaded (packaged YAML or entry point)
 
 
 def register_family(fam: TaskFamily) -> TaskFamily:
@@ -176,11 +174,25 @@ def unregister_family(name: str) -> None:
         TARGET_KINDS.pop(kind, None)
 
 
+def _packaged() -> dict[str, Path]:
+    """gate's own families: ``conf/family/<name>.yaml``, by name."""
+    import gate.conf
+
+    folder = Path(gate.conf.__file__).resolve().parent / "family"
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
+
+
 def _load(name: str | None = None) -> None:
-    """Import the module the ``gate.task_families`` entry points name for family ``name`` (every family's when
-    None), once each: importing it registers the family."""
+    """Register family ``name`` (every family when None) from its packaged YAML file, else by importing the module
+    the ``gate.task_families`` entry points of other packages name for it; once each."""
     import importlib
 
+    import yaml
+
+    for stem, path in _packaged().items():
+        if (name is None or stem == name) and stem not in _loaded:
+            register_family(TaskFamily(name=stem, **(yaml.safe_load(path.read_text()) or {})))
+            _loaded.add(stem)
     for ep_name, module in _entry_points():
         if (name is None or ep_name == name) and ep_name not in _loaded:
             importlib.import_module(module)
@@ -191,23 +203,11 @@ def _load(name: str | None = None) -> None:
 
 
 def _entry_points() -> list[tuple[str, str]]:
-    """(family, module) of the ``gate.task_families`` entry points of the installed packages. A checkout run without
-    installing it (``PYTHONPATH=<checkout>``, as on an offline GPU host) has no installed metadata: then gate's own
-    entries are read from the checkout's pyproject.toml, the one place they are written."""
+    """(family, module) of the ``gate.task_families`` entry points of the installed packages (gate declares its own
+    families as data and has none)."""
     from importlib.metadata import entry_points
 
-    found = [(ep.name, ep.value.split(":")[0]) for ep in entry_points(group=ENTRY_POINTS)]
-    if any(module.startswith("gate.") for _, module in found):
-        return found
-    from pathlib import Path
-
-    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
-    if not pyproject.is_file():
-        return found
-    import tomllib
-
-    table = tomllib.loads(pyproject.read_text()).get("project", {}).get("entry-points", {}).get(ENTRY_POINTS, {})
-    return found + [(str(k), str(v).split(":")[0]) for k, v in table.items()]
+    return [(ep.name, ep.value.split(":")[0]) for ep in entry_points(group=ENTRY_POINTS)]
 
 
 def family(name: str) -> TaskFamily:

@@ -120,11 +120,11 @@ def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 
 def _layout(config: Mapping[str, Any]) -> dict[str, Any]:
-    from .parallel import layout_identity  # noqa: PLC0415
+    from .parallel import layout_identity, requested_world_size  # noqa: PLC0415
 
     trainer = config.get("trainer")
-    if not isinstance(trainer, Mapping):
-        return {}
+    if not isinstance(trainer, Mapping) or requested_world_size(trainer) == 1:
+        return {}  # one device: nothing of the layout enters the id (and the adapter, torch with it, is not imported)
     target = (config.get("adapter") or {}).get("_target_") if isinstance(config.get("adapter"), Mapping) else None
     adapter_cls = None
     if isinstance(target, str):

@@ -37,7 +37,7 @@ def _no_process_state_leaks_between_tests():
     yield
     registry = sys.modules.get("gate.families")
     if registry is not None:
-        packaged = {name for name, _ in registry._entry_points()}
+        packaged = set(registry._packaged())
         for name in set(registry._FAMILIES) - known - packaged:
             registry.unregister_family(name)
     if dict(os.environ) != env:

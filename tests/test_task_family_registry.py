@@ -159,80 +159,40 @@ def test_no_module_outside_the_adapters_names_a_task_family():
 
 
 # ------------------------------------------------------------------------- how the registry finds a family
-def _declared_families() -> dict[str, str]:
-    """``{family: module}`` of every ``register_family(TaskFamily(name=...))`` in gate/adapters/."""
-    found = {}
+def test_every_packaged_family_is_a_yaml_file_of_taskfamily_fields():
+    """gate's families are conf/family/<name>.yaml (the file's name is the family's); no adapter module declares
+    one, so a lookup has nothing to import."""
+    import dataclasses
+
+    import yaml
+
+    fields = {f.name for f in dataclasses.fields(TaskFamily)} - {"name"}
+    files = sorted((ROOT / "conf" / "family").glob("*.yaml"))
+    assert {p.stem for p in files} == set(families()) and len(files) == 8
+    for path in files:
+        assert set(yaml.safe_load(path.read_text())) <= fields, path.name
     for path in sorted((ROOT / "gate" / "adapters").glob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "TaskFamily":
-                name = next(k.value.value for k in node.keywords if k.arg == "name")
-                found[name] = f"gate.adapters.{path.stem}"
-    return found
+        assert "register_family(" not in path.read_text(), path.name
 
 
-def test_the_entry_point_table_names_every_packaged_family_and_the_install_is_current():
-    from importlib.metadata import entry_points
-
-    import tomllib
-
-    table = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["entry-points"]["gate.task_families"]
-    assert table == _declared_families(), "pyproject.toml [project.entry-points.\"gate.task_families\"] must name " \
-                                          "each family registered in gate/adapters/ with its module"
-    installed = {ep.name: ep.value for ep in entry_points(group="gate.task_families")}
-    assert installed == table, "the installed gate's entry points differ from pyproject.toml: pip install -e ."
-
-
-def test_a_lookup_imports_only_the_adapter_module_of_that_family():
-    """The registry imports no adapter itself (tests/test_layers.py: no upward import, no cycle): a lookup loads the
-    one module the entry-point table names for the family (and what that module imports), not every adapter. What
-    the module imports is read from its source (tests/test_layers.py's import scan, followed through gate.adapters);
-    the lookup runs in a fresh interpreter."""
+def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_torch():
+    """In a fresh interpreter: every family looked up, a composed gate-run config's experiment id (one device: the
+    adapter is not imported to read its loss layout), the tiers and gate-analysis imported; torch is not loaded."""
     import subprocess
     import sys
 
-    from test_layers import imports_of, modules
-
-    def adapters_after(statement: str) -> set[str]:
-        code = f"import sys; {statement}; print(' '.join(m for m in sys.modules if m.startswith('gate.adapters.')))"
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        return set(out.stdout.split())
-
-    sources = {module: (path, package) for path, module, package in modules()}
-
-    def reachable(start: str) -> set[str]:  # gate.adapters modules importing ``start`` runs, directly or not
-        seen, todo = set(), [start]
-        while todo:
-            module = todo.pop()
-            if module in seen or module not in sources:
-                continue
-            seen.add(module)
-            todo.extend(imports_of(sources[module][0], module, sources[module][1]))
-            todo.extend(module.rsplit(".", k)[0] for k in range(1, module.count(".") + 1))  # its packages run first
-        return {m for m in seen if m.startswith("gate.adapters.")}
-
-    looked_up = adapters_after("from gate.families import family; family('segmentation')")
-    assert "gate.adapters.segmentation" in looked_up and looked_up <= reachable("gate.adapters.segmentation"), looked_up
-    assert "gate.adapters.contrastive" not in looked_up and "gate.adapters.temporal" not in looked_up, looked_up
-    assert adapters_after("import gate.families") == set()
-
-
-def test_a_checkout_run_without_installing_finds_its_families_in_pyproject(tmp_path):
-    """An offline GPU host runs the checkout from PYTHONPATH, with no installed metadata: the registry reads gate's
-    own entries from the checkout's pyproject.toml (the one place they are written)."""
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    # The entries alone (importing a family's module loads torch: seconds, and the same code as when installed).
-    code = ("import importlib.metadata as m, sys\n"
-            "real = m.entry_points\n"
-            "m.entry_points = lambda **kw: [] if kw.get('group') == 'gate.task_families' else real(**kw)\n"
-            "from gate.families import _entry_points\n"
-            "print(dict(_entry_points()))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    entries = ast.literal_eval(out.stdout.strip())
-    assert entries["segmentation"] == "gate.adapters.segmentation" and entries["zero_shot"] == "gate.adapters.contrastive"
-    assert set(entries) == set(families())  # every packaged family, found without installed metadata
+    code = ("import sys\n"
+            "from hydra import compose, initialize_config_dir\n"
+            "from omegaconf import OmegaConf\n"
+            "import gate.families, gate.results, gate.tiers, gate.analysis\n"
+            "from gate.settings import conf_dir\n"
+            "print(sorted(gate.families.families()))\n"
+            "with initialize_config_dir(str(conf_dir()), version_base=None):\n"
+            "    cfg = compose('run', overrides=['dataset=digits', 'encoder=resnet18_scratch'])\n"
+            "print(gate.results.experiment_id(OmegaConf.to_container(cfg, resolve=True), 'finetune'))\n"
+            "print('torch' in sys.modules, [m for m in sys.modules if m.startswith('gate.adapters')])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    names, exp_id, loaded = out.stdout.strip().splitlines()
+    assert len(eval(names)) == 8 and len(exp_id) == 16  # noqa: S307 - our own printout
+    assert loaded == "False []", loaded

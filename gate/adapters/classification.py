@@ -14,7 +14,6 @@ from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, SMOOTHING, TOP_K
 from .base import Adapter
 
@@ -144,9 +143,3 @@ class LinearClassifier(Adapter):
         for column in self.heads or ([spec.label_column] if spec.label_column else []):
             check_split(spec, name, np.asarray(split.select_columns([column]).with_format("numpy")[:][column]),
                         column)
-
-
-register_family(TaskFamily(
-    name="classification", targets=frozenset({"class"}), default_targets={"label": "class"},
-    default_adapter="linear_classifier", metrics=("loss", "acc@1", "acc@5"), tier_metric="acc@1", summary_label="Img Class",
-    renderer="class_grid", transferability=True, closed_label_set=True))

@@ -97,7 +97,6 @@ from torch.utils.data import DataLoader, Dataset
 from torchmetrics import Metric, MetricCollection
 
 from ..encoders.base import GATEEncoder
-from ..families import TaskFamily, register_family
 from ..settings import TOP_K, Bool, Int, Setting, show
 from .base import Adapter, in_float32
 
@@ -650,11 +649,3 @@ class ZeroShotContrastive(Adapter):
                              f"adjacent rows of its example; Winoground's scores need both rows of every example in "
                              f"order (a data.max_{name}_samples cap below the split's size shuffles rows: leave it "
                              f"null)")
-
-
-register_family(TaskFamily(
-    name="zero_shot", targets=frozenset({"caption"}), optional_targets=frozenset({"image_group", "contrast_pair"}),
-    has_classes=False, default_adapter="zero_shot_contrastive",
-    metrics=("loss", "img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1", "txt2img_acc@5", "winoground_text",
-             "winoground_image", "winoground_group"),
-    tier_metric="img2txt_acc@1", summary_label="Img to Txt ZS", renderer="retrieval"))

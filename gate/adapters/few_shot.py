@@ -50,7 +50,6 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 from torchmetrics import Metric, MetricCollection
 
-from ..families import TaskFamily, register_family
 from ..settings import Bool, Int, ordered
 from .base import Adapter, in_float32
 
@@ -347,9 +346,3 @@ class ProtoNet(Adapter):
         return DataLoader(EpisodeDataset(data, sampler, collate_fn=collate_fn), batch_size=None, sampler=seeds,
                           num_workers=num_workers, persistent_workers=num_workers > 0, pin_memory=pin_memory,
                           generator=torch.Generator().manual_seed(seed))  # no draw from the global stream
-
-
-register_family(TaskFamily(
-    name="few_shot", targets=frozenset({"class"}), default_targets={"label": "class"}, default_adapter="protonet",
-    metrics=("loss", "acc@1", "acc@1_ci95"), tier_metric="acc@1", summary_label="Few-Shot Img Class", renderer="episode_grid",
-    caps_whole_classes=True))

@@ -42,7 +42,6 @@ from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecis
 from torchmetrics.utilities import dim_zero_cat
 
 from ..data.columns import column_values
-from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, Bool
 from .base import Adapter
 
@@ -282,11 +281,3 @@ def check_multi_hot(spec, split_name: str, split, column: str) -> np.ndarray:
         raise ValueError(f"{where}: example {i} has {column}[{j}]={rows[i, j].item()!r}; a multi-hot target holds "
                          f"only 0 and 1")
     return rows
-
-
-register_family(TaskFamily(
-    name="multilabel", targets=frozenset({"multi_hot"}), default_adapter="multilabel_classifier",
-    metrics=("loss", "auc_macro", "aps_macro", "brier_macro", "auc_classes", "auc", "aps", "brier"), tier_metric="auc_macro",
-    summary_label="Medical Class", renderer="multilabel_grid",
-    # One example cannot hold a positive and a negative of any class: AUC/AP would be undefined on it.
-    min_eval_examples=2, min_eval_reason="a class enters auc_macro only with a positive and a negative example"))

@@ -42,7 +42,6 @@ from torch import nn
 from torch.nn import functional as F
 from torchmetrics import Metric, MetricCollection
 
-from ..families import TaskFamily, register_family
 from ..settings import DROPOUT, POSITIVE, Int, divisible
 from .base import Adapter
 
@@ -256,9 +255,3 @@ class RelationalReasoner(Adapter):
 
 def column_value(column: str, value: Any) -> str:
     return f"{column}={int(value)}"
-
-
-register_family(TaskFamily(
-    name="relational", targets=frozenset({"answer", "answer_type"}), has_classes=False,
-    default_adapter="relational", metrics=("loss", "acc@1"), tier_metric="acc@1", summary_label="Img Relational",
-    renderer="question_answer"))

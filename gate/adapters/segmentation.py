@@ -51,7 +51,6 @@ from torchmetrics import Metric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassJaccardIndex
 
 from ..data.columns import column_values
-from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, LOSS_WEIGHT, POSITIVE, Bool, Float, Int, divisible, some_positive
 from .base import Adapter
 from .multilabel import metric_key
@@ -425,9 +424,3 @@ class MedicalSegmentationAdapter(SegmentationAdapter):
                     raise ValueError(f"dataset {spec.name!r}: split {name!r} example {index}: slice of volume {vid} "
                                      f"has a {shape} mask, but the volume's slice at example {first[1]} is "
                                      f"{first[0]}; the slices of a volume must share one shape")
-
-
-register_family(TaskFamily(
-    name="segmentation", targets=frozenset({"mask"}), optional_targets=frozenset({"volume"}),
-    default_adapter="segmentation", metrics=("loss", "miou", "mean_acc", "overall_acc", "dice"), tier_metric="miou",
-    summary_label="Img Seg", renderer="mask_triptych"))

@@ -41,7 +41,6 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
 from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
-from ..families import TaskFamily, register_family
 from ..settings import CLASSES, DROPOUT, POSITIVE, SMOOTHING, TOP_K, Bool, Choice, Int, divisible
 from .base import Adapter
 from .classification import accuracy_metrics, defined_top_k
@@ -298,13 +297,3 @@ class TemporalRegressor(TemporalAdapter):
             std = float(values.std())
             self.target_mean.fill_(float(values.mean()))
             self.target_std.fill_(std if std > 0 else 1.0)
-
-
-register_family(TaskFamily(
-    name="temporal_classification", targets=frozenset({"clip_label"}), default_adapter="temporal_classifier",
-    metrics=("loss", "acc@1", "acc@5"), tier_metric="acc@1", summary_label="Video Class", renderer="clip_label",
-    closed_label_set=True))
-register_family(TaskFamily(
-    name="temporal_regression", targets=frozenset({"clip_value"}), has_classes=False,
-    default_adapter="temporal_regressor", metrics=("loss", "mae", "mse", "r2"), tier_metric="r2", summary_label="Video Reg",
-    renderer="clip_value"))
