@@ -391,6 +391,7 @@ def test_gate_eevees_search_settings_are_declared_with_their_yaml_and_dataclass(
 
     doc = yaml.safe_load((CONF / "eevee.yaml").read_text())
     assert set(EEVEE.settings) == {f.name for f in dataclasses.fields(EeveeConfig)} and set(EEVEE.settings) <= set(doc)
+    assert dataclasses.asdict(EeveeConfig()) == {k: doc[k] for k in EEVEE.settings}  # its defaults are the YAML's
     with pytest.raises(ValueError, match=r"^chunk=0 is invalid: expected an integer >= 1; threads='x' is invalid"):
         EeveeConfig(chunk=0, threads="x")
 

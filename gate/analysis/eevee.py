@@ -58,29 +58,40 @@ import numpy as np
 import pandas as pd
 
 from ..files import output_folder
-from ..settings import EEVEE, check
+from ..settings import EEVEE, check, yaml_defaults
 
 MISSING_POLICIES = EEVEE.settings["missing"].choices  # mask | drop_encoders
 
 
+#: The search's defaults, stated once: conf/eevee.yaml (gate-eevee's command reads the same file).
+_DEFAULTS = yaml_defaults("eevee.yaml")
+
+
 @dataclasses.dataclass
 class EeveeConfig:
-    hidden: int = 100
-    epochs: int = 20
-    lr: float = 0.01
-    weight_decay: float = 0.01
-    n_splits: int = 10
-    val_fraction: float = 0.2
-    seed: int = 0
-    population: int = 1000
-    keep: int = 50
-    children: int = 10
-    generations: int = 10
-    chunk: int = 20  # (candidate × split) models trained at once by one worker
-    workers: int | None = None  # tasks trained in parallel (None: threads, else torch.get_num_threads())
-    threads: int | None = None  # CPU threads of the run, scoped to it (None: torch's current setting)
-    missing: str = "mask"
-    progress: bool = True
+    """The search's settings (:data:`gate.settings.EEVEE`, one field per setting), defaults from conf/eevee.yaml."""
+
+    hidden: int = _DEFAULTS["hidden"]
+    epochs: int = _DEFAULTS["epochs"]
+    lr: float = _DEFAULTS["lr"]
+    weight_decay: float = _DEFAULTS["weight_decay"]
+    n_splits: int = _DEFAULTS["n_splits"]
+    val_fraction: float = _DEFAULTS["val_fraction"]
+    seed: int = _DEFAULTS["seed"]
+    population: int = _DEFAULTS["population"]
+    keep: int = _DEFAULTS["keep"]
+    children: int = _DEFAULTS["children"]
+    generations: int = _DEFAULTS["generations"]
+    chunk: int = _DEFAULTS["chunk"]  # (candidate × split) models trained at once by one worker
+    workers: int | None = _DEFAULTS["workers"]  # tasks trained in parallel (None: threads, else torch's)
+    threads: int | None = _DEFAULTS["threads"]  # CPU threads of the run, scoped to it (None: torch's current setting)
+    missing: str = _DEFAULTS["missing"]
+    progress: bool = _DEFAULTS["progress"]
+
+    @classmethod
+    def from_settings(cls, values: dict[str, Any]) -> EeveeConfig:
+        """The search's part of a checked gate-eevee config (its other keys left out)."""
+        return cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
 
     def __post_init__(self) -> None:
         if self.missing not in MISSING_POLICIES:

@@ -47,13 +47,7 @@ def search(plain: dict[str, Any]):
     ks = k_values(plain["k"])
     table = Path(plain["table"])
     out = Path(plain["out"]) if plain.get("out") else table.parent / "eevee"
-    ecfg = EeveeConfig(
-        hidden=plain["hidden"], epochs=plain["epochs"], lr=plain["lr"], weight_decay=plain["weight_decay"],
-        n_splits=plain["n_splits"], val_fraction=plain["val_fraction"], seed=plain["seed"],
-        population=plain["population"], keep=plain["keep"], children=plain["children"],
-        generations=plain["generations"], chunk=plain["chunk"], workers=plain["workers"],
-        threads=plain.get("threads"), missing=plain["missing"], progress=bool(plain["progress"]),
-    )
+    ecfg = EeveeConfig.from_settings(plain)
     run = run_eevee(table, ks, out, ecfg, with_importance=bool(plain["importance"]), figures=bool(plain["figures"]))
     return run, out
 

@@ -1,7 +1,8 @@
 """Tier expansion: tier × encoders × seeds → experiments, each the exact ``gate-run`` it stands for.
 
 :func:`expand_tier` composes every experiment with Hydra's compose API from ``conf/run.yaml`` — the same
-composition ``gate-run`` does with the same overrides — and takes its id from
+composition ``gate-run`` does with the same overrides; each entry × encoder is composed once and its seeds set on
+copies (:func:`with_seed`: the seed selects no config group) — and takes its id from
 :func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
 records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
 entries an encoder cannot take (skipped, with a note) and every error found without training, collected
@@ -16,6 +17,7 @@ the paper's image size and batch) on the command line before the tier's and the 
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -277,11 +279,15 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                 later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
                 paper = tuple(o for o in paper if override_key(o) not in later)
             for enc in encoders:
+                composed: Any = None  # the entry × encoder composed once; each seed is set on a copy of it
                 for seed in seeds:
                     ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
-                        cfg = compose("run", overrides=list(ovs))
+                        if composed is None:
+                            cfg = composed = compose("run", overrides=list(ovs))
+                        else:
+                            cfg = with_seed(composed, seed)
                         config = resolved_config(cfg)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
@@ -331,6 +337,18 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     for why_not in elsewhere:
         warnings.warn(f"{why_not} (the jobs are described for another machine: prepare it there)", stacklevel=2)
     return Plan(tier, encoders, root, experiments, skipped)
+
+
+def with_seed(cfg: Any, seed: int) -> Any:
+    """A copy of a composed run config with another ``seed``: what composing it with ``seed=<seed>`` gives (the
+    seed is one root key that selects no config group), without composing again (tier expansion composes each
+    entry × encoder once, not once per seed)."""
+    from omegaconf import open_dict
+
+    out = copy.deepcopy(cfg)
+    with open_dict(out):
+        out.seed = seed
+    return out
 
 
 def entry_overrides(tier: Tier, entry: Entry, encoder: str, seed: int, root: Path, extra: Sequence[str] = (),
