@@ -396,6 +396,21 @@ def test_gate_eevees_search_settings_are_declared_with_their_yaml_and_dataclass(
         EeveeConfig(chunk=0, threads="x")
 
 
+def test_gate_ranks_request_is_its_settings_with_the_yamls_defaults():
+    import dataclasses
+
+    from gate.ranking.pipeline import Request
+    from gate.settings import RANK
+
+    doc = yaml.safe_load((CONF / "rank.yaml").read_text())
+    fields = {f.name for f in dataclasses.fields(Request)} - {"tier", "_"}
+    assert fields <= set(RANK.settings) - {"tier"}
+    default = Request(None, (), 0.1)
+    for name in fields - {"encoders", "budget"}:
+        value = getattr(default, name)
+        assert (list(value) if isinstance(value, tuple) else value) == doc[name], name
+
+
 def test_the_evaluate_test_default_is_read_from_run_yaml():
     """The experiment id leaves evaluate_test out at its default: the default read from conf/run.yaml."""
     from gate.results import DEFAULT_ONLY_IF_SET

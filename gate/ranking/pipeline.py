@@ -39,6 +39,7 @@ from gate.ranking.complete import kendall
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
+from gate.settings import yaml_defaults
 
 MIN_ENCODERS = 3
 POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
@@ -63,40 +64,44 @@ def known_scores() -> list[str]:
     return [*SCORES, *POOL_SCORES]
 
 
+def _as_tuple(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+#: gate-rank's defaults, stated once: conf/rank.yaml.
+_RANK_YAML = yaml_defaults("rank.yaml")
+
+
 @dataclasses.dataclass(frozen=True)
 class Request:
-    """One gate-rank request. gate-rank's values for every field are conf/rank.yaml's (the only place that states
-    them)."""
+    """One gate-rank request: the checked settings of conf/rank.yaml (:data:`gate.settings.RANK`), whose values are
+    its defaults (the only place that states them), lists as tuples."""
 
     tier: Any                       # gate.tiers.spec.Tier
     encoders: tuple[str, ...]
     budget: float
     _: dataclasses.KW_ONLY
-    history: tuple[str, ...] = ("store", "paper")
-    proxy_benchmarks: str | tuple[str, ...] | None = "auto"   # auto | first | None (every one) | names
-    min_per_family: int = 1
-    val_points: int = 4
-    proxy_seeds: tuple[int, ...] = (100, 101, 102)
-    run_fraction: float = 0.67
-    prior: tuple[str, ...] = ("knn_acc", "logme", "linear_probe_acc")
-    static: tuple[str, ...] = ("params",)
-    baseline_scores: tuple[str, ...] = ("knn_acc", "logme", "linear_probe_acc")
-    n_boot: int = 1000
-    use_full_runs: bool = True
-    validate: bool = True
+    history: tuple[str, ...] = _as_tuple(_RANK_YAML["history"])
+    proxy_benchmarks: str | tuple[str, ...] | None = _as_tuple(_RANK_YAML["proxy_benchmarks"])  # auto | first | None | names
+    min_per_family: int = _RANK_YAML["min_per_family"]
+    val_points: int = _RANK_YAML["val_points"]
+    proxy_seeds: tuple[int, ...] = _as_tuple(_RANK_YAML["proxy_seeds"])
+    run_fraction: float = _RANK_YAML["run_fraction"]
+    prior: tuple[str, ...] = _as_tuple(_RANK_YAML["prior"])
+    static: tuple[str, ...] = _as_tuple(_RANK_YAML["static"])
+    baseline_scores: tuple[str, ...] = _as_tuple(_RANK_YAML["baseline_scores"])
+    n_boot: int = _RANK_YAML["n_boot"]
+    use_full_runs: bool = _RANK_YAML["use_full_runs"]
+    validate: bool = _RANK_YAML["validate"]
 
     @classmethod
     def from_plain(cls, tier: Any, plain: Mapping[str, Any]) -> Request:
-        pb = plain["proxy_benchmarks"]
-        history = plain["history"]
-        return cls(tier, tuple(plain["encoders"]), float(plain["budget"]),
-                   history=(history,) if isinstance(history, str) else tuple(history),
-                   proxy_benchmarks=tuple(pb) if isinstance(pb, list) else pb,
-                   min_per_family=int(plain["min_per_family"]), val_points=int(plain["val_points"]),
-                   proxy_seeds=tuple(int(s) for s in plain["proxy_seeds"]), run_fraction=float(plain["run_fraction"]),
-                   prior=tuple(plain["prior"]), static=tuple(plain["static"]),
-                   baseline_scores=tuple(plain["baseline_scores"]), n_boot=int(plain["n_boot"]),
-                   use_full_runs=bool(plain["use_full_runs"]), validate=bool(plain["validate"]))
+        """The request of a checked gate-rank config (:func:`check_request` passed): each field its setting."""
+        fields = {f.name: _as_tuple(plain[f.name]) for f in dataclasses.fields(cls)
+                  if f.name not in ("tier", "encoders", "budget", "_")}
+        if isinstance(fields["history"], str):
+            fields["history"] = (fields["history"],)
+        return cls(tier, tuple(plain["encoders"]), float(plain["budget"]), **fields)
 
 
 def check_request(request: Mapping[str, Any]) -> None:
