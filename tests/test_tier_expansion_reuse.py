@@ -1,0 +1,41 @@
+"""Tier expansion composes each entry × encoder once and sets the seeds on copies (gate.tiers.expand.with_seed):
+the ids and the gate-run command lines stay those of composing every experiment on its own. The reference
+(tests/data/tier_expansion.json) was written by that earlier expansion for every packaged tier and three encoders;
+here the small tier (its paper protocol included) is checked in full, and measurements/tier_expansion.py checks
+every tier (and times them)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _measurement():
+    spec = importlib.util.spec_from_file_location("tier_expansion", ROOT / "measurements" / "tier_expansion.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_small_tiers_ids_and_commands_are_those_of_composing_each_experiment():
+    m = _measurement()
+    reference = json.loads(m.REFERENCE.read_text())
+    assert set(reference) == {"demo", "small", "base", "big", "full"}
+    got = m.digest("small")
+    assert len(got["experiments"]) == 72 and got == reference["small"]
+
+
+def test_a_seed_set_on_a_copy_is_the_seed_composed():
+    from hydra import compose
+
+    from gate.engine.build import resolved_config
+    from gate.tiers.expand import hydra_compose_context, with_seed
+
+    with hydra_compose_context():
+        base = compose("run", overrides=["dataset=digits", "encoder=resnet18_scratch", "seed=0"])
+        direct = compose("run", overrides=["dataset=digits", "encoder=resnet18_scratch", "seed=7"])
+    copied = with_seed(base, 7)
+    assert resolved_config(copied) == resolved_config(direct) and base.seed == 0
