@@ -118,6 +118,9 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     assert val and all(r["facts"]["val_curve"] for r in val) and {r["seed"] for r in val} <= {100, 101, 102}
     again = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert again.returncode == 0 and again.stdout.count("already stored") >= len(val), again.stdout[-2000:]
+    # the runs read back count what they cost, in the plan as in the ledger (not 0 planned against their seconds)
+    ledger = json.loads((reports[0] / "ledger.json").read_text())
+    assert ledger["spent_seconds"] > 0 and ledger["planned_seconds"] == pytest.approx(ledger["spent_seconds"], rel=1e-6)
 
 
 def test_proxy_seeds_outside_the_tiers_get_their_own_experiments(tmp_path):

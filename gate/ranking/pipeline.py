@@ -453,9 +453,10 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
 
     def block_seconds(bench: str, seed: int, steps: int, val_every: int) -> float:
-        # a run an earlier call stored costs nothing more (it is read back)
-        return sum(run_seconds(bench, e, steps, val_every) for e in pool
-                   if (e, bench, seed, steps, val_every) not in made)
+        # a run an earlier call stored is read back, not trained; its seconds still count (the ledger spends them),
+        # so the plan prices it at what it cost
+        return sum(made[key] if (key := (e, bench, seed, steps, val_every)) in made and math.isfinite(made[key])
+                   else run_seconds(bench, e, steps, val_every) for e in pool)
 
     prefer = stored_fractions(made, full_steps, request.run_fraction, request.val_points)
 
@@ -599,23 +600,25 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
 
 def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
-                      seeds: Sequence[int]) -> set[tuple[str, str, int, int, int]]:
-    """(encoder, benchmark, seed, steps, validate every) of the fine-tuning runs the store holds for the pool's
-    proxy seeds: what an earlier gate-rank call ran, read back at no cost (the run itself is matched by its experiment
-    id when the block runs)."""
-    out = set()
+                      seeds: Sequence[int]) -> dict[tuple[str, str, int, int, int], float]:
+    """(encoder, benchmark, seed, steps, validate every) → wall seconds (NaN: not recorded) of the fine-tuning runs
+    the store holds for the pool's proxy seeds: what an earlier gate-rank call ran, read back instead of trained
+    (the run itself is matched by its experiment id when the block runs)."""
+    out = {}
     for r in records:
         if r.get("kind") != "finetune" or r.get("split") != "val" or r.get("encoder") not in pool \
                 or r.get("dataset") not in benches or r.get("seed") not in seeds:
             continue
         trainer = (r.get("config") or {}).get("trainer") or {}
         steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
+        wall = (r.get("facts") or {}).get("wall_seconds")
         if isinstance(steps, int) and isinstance(every, int):
-            out.add((str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every))
+            out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = \
+                float(wall) if isinstance(wall, (int, float)) else math.nan
     return out
 
 
-def stored_fractions(made: set[tuple[str, str, int, int, int]], full_steps: Mapping[str, int], run_fraction: float,
+def stored_fractions(made: Mapping[tuple[str, str, int, int, int], float], full_steps: Mapping[str, int], run_fraction: float,
                      val_points: int) -> tuple[float, ...]:
     """The run fractions of the planner's ladder whose runs the store already holds (most runs first): a rerun
     plans them before any other, so it reads back what an earlier call ran instead of training anew."""

@@ -76,9 +76,10 @@ def make_plan(*, candidates: Sequence[str], full_steps: Mapping[str, int], proxy
               prefer: Sequence[float] = ()) -> Plan:
     """The first plan that fits ``budget_seconds`` (see the module docstring).
 
-    ``block_seconds(benchmark, seed, steps, val_every)``: the predicted seconds of every encoder's proxy run (0 for
-    runs an earlier call stored); ``choose(cost, affordable)``: the selection (a
-    :class:`gate.ranking.select.Selection`) among ``candidates`` given each one's cost and what is affordable;
+    ``block_seconds(benchmark, seed, steps, val_every)``: the predicted seconds of every encoder's proxy run (for a
+    run an earlier call stored, the seconds it cost: read back, not trained, but counted as the ledger counts it);
+    ``choose(cost, affordable)``: the selection (a :class:`gate.ranking.select.Selection`) among ``candidates``
+    given each one's cost and what is affordable;
     ``prior_seconds``: the prior's feature passes (spent first where ``with_prior``); ``done``: the (seed, benchmark)
     blocks already run (re-planning before a block: they cost nothing more and are kept); ``prefer``: run fractions
     tried before the ladder's own order (those whose runs the store already holds)."""
