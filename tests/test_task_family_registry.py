@@ -1,10 +1,11 @@
-"""The task-family registry (gate/families.py): a family is one entry next to its adapter, and nothing else in
-gate names one.
+"""The task-family registry (gate/families.py): a packaged family is one YAML file (conf/family/), a family of
+your own one register_family call next to its adapter, and nothing else in gate names one.
 
 * A toy family registered from the test directory (tests/toy_family.py: adapter + entry + stand-in, with its
   adapter and dataset YAML written here to a config dir of the test's own) fine-tunes end to end in process.
 * No module of gate outside the adapters names a task family (a scan of string literals, with an allow-list
   whose counts are checked).
+* A family lookup, the experiment id, the tiers and gate-analysis load no torch (a fresh interpreter).
 """
 
 from __future__ import annotations
@@ -133,7 +134,7 @@ def test_every_packaged_family_names_a_registered_renderer_and_an_adapter_config
 
 
 # ------------------------------------------------------------------------------------ nobody else names one
-#: Modules of gate (outside gate/adapters/, where each family is declared next to its adapter) allowed to name a
+#: Modules of gate (outside gate/adapters/, whose adapters name the families they serve) allowed to name a
 #: task family in a string literal, with how many times. Empty: every table and if-chain asks the registry.
 ALLOWED: dict[str, int] = {}
 
