@@ -37,6 +37,18 @@ FAST = [
 ]
 
 
+def load_script(relative: str):
+    """A script of the repository (``scripts/uv_install.py``, ``measurements/tier_expansion.py``) as a module: they
+    are not packages, so tests import them by path."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / relative
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run") -> DictConfig:
     with initialize_config_module("gate.conf", version_base=None):
         return compose(config_name, overrides=[f"paths.root={root}", *overrides])

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _module():
-    spec = importlib.util.spec_from_file_location("uv_install", ROOT / "scripts" / "uv_install.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("scripts/uv_install.py")
 
 
 def test_pips_settings_are_read_with_pips_precedence(monkeypatch):

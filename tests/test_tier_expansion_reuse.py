@@ -6,18 +6,13 @@ every tier (and times them)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from helpers import load_script
 
 
 def _measurement():
-    spec = importlib.util.spec_from_file_location("tier_expansion", ROOT / "measurements" / "tier_expansion.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("measurements/tier_expansion.py")
 
 
 def test_the_small_tiers_ids_and_commands_are_those_of_composing_each_experiment():
