@@ -121,14 +121,29 @@ def fit(history: History, observed: Sequence[str], targets: Sequence[str]) -> Co
     best = min(ALPHAS, key=lambda a: float(np.mean(_loo_residuals(x, y, a) ** 2)) if y.size else 0.0)
     coef = _ridge(x, y, best)
     resid = _loo_residuals(x, y, best) * std[list(targets)].to_numpy() if y.size else np.zeros((len(frame), 0))
-    lo_q, hi_q = (1 - COVERAGE) / 2, 1 - (1 - COVERAGE) / 2
-    interval = pd.DataFrame({"lo": np.quantile(resid, lo_q, axis=0) if resid.size else [],
-                             "hi": np.quantile(resid, hi_q, axis=0) if resid.size else []}, index=list(targets))
+    interval = pd.DataFrame({"lo": [conformal_bounds(resid[:, j])[0] for j in range(resid.shape[1])],
+                             "hi": [conformal_bounds(resid[:, j])[1] for j in range(resid.shape[1])]},
+                            index=list(targets), dtype=float)
     # the tier's mean value: observed exactly, the rest predicted; its leave-one-out error
     tier_resid = resid.sum(axis=1) / len(cols) if resid.size else np.zeros(len(frame))
     zr = pd.DataFrame({"low": z[list(observed)].min(), "high": z[list(observed)].max()})
-    return Completion(tuple(observed), tuple(targets), coef, mean, std, zr, interval,
-                      (float(np.quantile(tier_resid, lo_q)), float(np.quantile(tier_resid, hi_q))), best, len(frame))
+    return Completion(tuple(observed), tuple(targets), coef, mean, std, zr, interval, conformal_bounds(tier_resid),
+                      best, len(frame))
+
+
+def conformal_bounds(resid: np.ndarray, coverage: float = COVERAGE) -> tuple[float, float]:
+    """The interval around a prediction from ``n`` leave-one-out residuals, with the conformal finite-sample
+    correction (the ⌊(n+1)·a⌋-th smallest and the ⌈(n+1)·(1−a)⌉-th smallest residual, a = (1 − coverage)/2;
+    Lei et al. 2018, Barber et al. 2021): plain quantiles of a dozen residuals cover a new encoder less often than
+    they say (62–70 % for a nominal 80 % on the GATE table). Fewer residuals than the correction needs give the
+    smallest and largest residual (the interval then covers less than ``coverage``)."""
+    r = np.sort(np.asarray(resid, float))
+    if r.size == 0:
+        return 0.0, 0.0
+    a = (1 - coverage) / 2
+    lo = max(int(math.floor((r.size + 1) * a)), 1)
+    hi = min(int(math.ceil((r.size + 1) * (1 - a))), r.size)
+    return float(r[lo - 1]), float(r[hi - 1])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -210,6 +210,12 @@ def proxy_entries(plan: Any, seeds: Sequence[int]) -> tuple[dict[str, dict[int, 
 Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder → value (or why it is degenerate)
 
 
+def _score_names(names: Sequence[str]) -> list[str]:
+    """The stored metrics ``names`` read (``ncti`` is three stored terms)."""
+    return sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
+                                                  else (name,))})
+
+
 def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
                  run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
                  echo: Callable[..., None] = print, key: str = "prior") -> tuple[Scores, dict[str, float], Scores]:
@@ -217,13 +223,12 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     ``{score: {benchmark: {encoder: value}}}``, the seconds each (encoder × benchmark) took (feature passes + the
     scores, from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
     value cannot discriminate. ``key``: the setting that named ``names``, named in errors."""
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
     from gate.results import experiment_id
     from gate.scoring.stage import NeedsSourceHead
     from gate.transferability import SCORES
 
-    wanted = sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
-                                                    else (name,))})
+    wanted = _score_names(names)
     values: Scores = {n: {} for n in names}
     seconds: dict[str, float] = {}
     degenerate: Scores = {}
@@ -244,9 +249,7 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         except NeedsSourceHead as err:  # gate-score's words name its own key (metrics): say gate-rank's
             raise ConfigError(_headless(key, names, err.metrics, err.encoder)) from None
         rows = {r["metric"]: r for r in records() if r.get("experiment") == sid and r.get("kind") == "score"}
-        extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
-        spent = extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in wanted if m in rows)
-        seconds[f"{exp.encoder} × {exp.dataset}"] = spent
+        spent = seconds[f"{exp.encoder} × {exp.dataset}"] = pass_seconds(rows, wanted)
         marks = []
         for name in names:
             if name == "ncti" or name not in rows:
@@ -486,7 +489,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     budget_seconds = request.budget * full_seconds
     scored_benches = [b for b in entries if family(exp_of(b, request.proxy_seeds[0], pool[0]).config["dataset"]
                                                    .get("task")).transferability]
-    prior_seconds = _prior_seconds(records, pool, scored_benches) if request.prior and scored_benches else 0.0
+    prior_seconds = (_prior_seconds(records, pool, scored_benches, _score_names(request.prior))
+                     if request.prior and scored_benches else 0.0)
 
     chooser = select.Chooser(history, candidates, groups=groups, min_per_family=request.min_per_family)
 
@@ -649,16 +653,29 @@ def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.
     return done
 
 
-def _prior_seconds(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str]) -> float:
-    """The prior's feature passes, predicted: stored score records' seconds where the store has them for the pool's
-    encoders, else 10 s a pass (the demo's passes of 500 rows at 32 px took 5–19 s on 2 CPU cores)."""
-    seen: dict[str, float] = {}
+#: A feature pass the store has no record of, predicted (the demo's passes of 500 rows at 32 px took 5–19 s on 2 CPU
+#: cores, feature pass and scores together; pool A's sixteen averaged 11 s).
+COLD_PASS_SECONDS = 10.0
+
+
+def pass_seconds(rows: Mapping[str, Mapping[str, Any]], metrics: Iterable[str]) -> float:
+    """What one encoder × benchmark's scores cost, from its score records (``{metric: record}``): the feature pass
+    (stored once per set) plus each of ``metrics``' own seconds. The plan predicts with it and the ledger spends
+    it, so the two count the same seconds."""
+    extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
+    return extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in metrics if m in rows)
+
+
+def _prior_seconds(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
+                   metrics: Sequence[str]) -> float:
+    """The prior's feature passes and scores, predicted: what stored score records of the pool's encoders cost
+    (:func:`pass_seconds`), else :data:`COLD_PASS_SECONDS` a pass."""
+    rows: dict[str, dict[str, Mapping[str, Any]]] = {}
     for r in records:
         if r.get("kind") == "score" and r.get("encoder") in pool and r.get("dataset") in benches:
-            facts = r.get("facts") or {}
-            key = f"{r['encoder']} × {r['dataset']}"
-            seen[key] = max(seen.get(key, 0.0), float(facts.get("extract_seconds") or 0.0))
-    return sum(seen.get(f"{e} × {b}", 10.0) for e in pool for b in benches)
+            rows.setdefault(f"{r['encoder']} × {r['dataset']}", {})[str(r.get("metric"))] = r
+    seen = {key: pass_seconds(found, metrics) for key, found in rows.items() if set(metrics) <= set(found)}
+    return sum(seen.get(f"{e} × {b}", COLD_PASS_SECONDS) for e in pool for b in benches)
 
 
 def _selection(request: Request, chooser: select.Chooser, history: History, candidates: Sequence[str],
@@ -925,6 +942,14 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
         files["paired"] = out / "paired.csv"
         (result.paired if result.paired is not None else pd.DataFrame()).to_csv(files["paired"], index=False)
     return files
+
+
+def predicted_footnote(result: RankResult) -> str:
+    """What the † on the ranking's mean ranks says: they are a prediction, not GATE's protocol (every benchmark of
+    the tier fine-tuned in full, every seed)."""
+    how = {"proxy": "short proxy runs (and, where used, their completion to the benchmarks not run)",
+           "prior": "zero-training scores", "static": "static facts of the encoders"}.get(result.source, result.source)
+    return f"† predicted from {how}, not measured under GATE's protocol (each benchmark fine-tuned in full)"
 
 
 def seed_agreement_line(result: RankResult) -> str:

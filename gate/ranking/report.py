@@ -14,7 +14,7 @@ import pandas as pd
 
 from gate.ranking import prior as priors
 from gate.ranking.budget import minutes, shown
-from gate.ranking.pipeline import RankResult
+from gate.ranking.pipeline import RankResult, predicted_footnote
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
@@ -42,7 +42,8 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
              f"{request.budget}</h1>",
              f"<p><b>The ranking is the {html.escape(result.source)}'s</b>: {html.escape(result.why)}.</p>"]
     tr = result.tier_ranking.reset_index().rename(columns={"index": "encoder"})
-    parts.append("<h2>Predicted ranking on the tier</h2>" + _table(tr, ".2f"))
+    parts.append("<h2>Predicted ranking on the tier</h2>" + _table(tr.rename(columns={"mean_rank": "mean_rank†"}), ".2f")
+                 + f"<p>{html.escape(predicted_footnote(result))}</p>")
     parts.append(f"<h2>Plan and cost</h2><p>{html.escape(result.plan.why)}. Spent <b>{minutes(led.spent_seconds)}</b> "
                  f"of {minutes(led.planned_total)} planned (spent/planned {shown(led.planned_vs_spent, '.2f')}); the full "
                  f"tier {minutes(led.full_seconds)} → <b>{shown(led.fraction)}</b> of it (planned "
