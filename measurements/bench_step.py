@@ -68,8 +68,9 @@ def plain_loop(encoder_name: str, image_size: int, batch: int, steps: int, devic
                warmup: int = 3) -> dict:
     """Seconds per step of a hand-written loop over gate's model, the batch already on the device."""
     from gate.adapters import LinearClassifier
-    from gate.engine.build import build_encoder, resolved_config
+    from gate.engine.build import build_encoder
     from gate.engine.training.trainer import auto_precision
+    from gate.engine.validate import resolved_config
 
     cfg = resolved_config(compose([f"encoder={encoder_name}", f"image_size={image_size}", "dataset=fashion_mnist"]))
     encoder = build_encoder(cfg["encoder"], "image", seed=0)
@@ -159,7 +160,8 @@ def loader_rate(image_size: int, batch: int, batches: int, device: torch.device,
 
     from gate.data.datamodule import TransformedSplit
     from gate.encoders.base import device_transform, image_transform
-    from gate.engine.build import build_splits, resolved_config
+    from gate.engine.build import build_splits
+    from gate.engine.validate import resolved_config
 
     cfg = resolved_config(compose(["dataset=fashion_mnist"]))
     split = build_splits(cfg["dataset"], seed=0, max_samples={"train": batch * (batches + 2)})["train"]

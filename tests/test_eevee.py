@@ -144,7 +144,7 @@ def test_run_eevee_writes_every_output(tmp_path):
 
 
 def test_k_argument_forms():
-    from gate.cli.eevee import k_values
+    from gate.analysis.stage import k_values
 
     assert k_values(8) == [8] and k_values([1, 2]) == [1, 2] and k_values("1-4") == [1, 2, 3, 4]
     assert k_values("1,2,3") == [1, 2, 3]  # a quoted k='1,2,3'

@@ -167,7 +167,7 @@ def test_a_planted_pickle_checkpoint_never_runs_when_an_ensemble_loads_it(tmp_pa
 
 @pytest.mark.slow
 def test_a_planted_pickle_as_the_resume_checkpoint_is_refused_in_one_line(tmp_path, capsys):
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
     from gate.results import experiment_id
 
     args = [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"]

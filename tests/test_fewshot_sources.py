@@ -22,7 +22,8 @@ from gate.data.loaders.classification import hf_image_classification
 from gate.data.loaders.few_shot import hf_few_shot
 from gate.data.manifest import ManifestError, carve_classes, check_manifest, compute_manifest, manifest_path, recipe_of
 from gate.data.spec import DatasetSpec
-from gate.engine.build import build_adapter, build_spec, build_splits, manifest_dir_of, resolved_config
+from gate.engine.build import build_adapter, build_spec, build_splits, manifest_dir_of
+from gate.engine.validate import resolved_config
 from gate.errors import GateError
 
 from helpers import compose_run

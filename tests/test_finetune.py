@@ -207,7 +207,7 @@ def test_identity_evaluate_test_false_records_validation_only_and_never_tests(tm
     assert {(r["split"], r["metric"]) for r in records} == {("val", "acc@1")}
     assert records[0]["config"]["evaluate_test"] is False and records[0]["facts"]["global_step"] == 4
     assert result.metrics == {}
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
     from gate.results import experiment_id
 
     assert result.experiment != experiment_id(resolved_config(compose_run(tmp_path, [*FAST, *steps])), "finetune")

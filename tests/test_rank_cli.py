@@ -106,6 +106,9 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
     out = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "[gate] plan: the proxy" in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout
+    # each mean rank is a prediction and says so where it is shown
+    assert "mean rank" in out.stdout and out.stdout.count("†") == len(POOL.split("=")[1].split(",")) + 1
+    assert "† predicted from short proxy runs" in out.stdout
     reports = list((root / "reports").glob("rank-tiny-*"))
     assert len(reports) == 1
     for name in ("report.html", "selection.csv", "predictions.csv", "tier_ranking.csv", "seeds.csv", "cost.csv",

@@ -181,7 +181,7 @@ PINNED_IDS = {
 
 @pytest.mark.parametrize(("config_name", "overrides"), sorted(PINNED_IDS), ids=lambda v: v if isinstance(v, str) else "-".join(v))
 def test_renamed_keys_and_modules_keep_every_stored_experiment_id(config_name, overrides, tmp_path):
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
 
     from helpers import compose_run
 
@@ -194,7 +194,7 @@ def test_evaluate_test_at_its_default_keeps_every_existing_experiment_id(tmp_pat
     """evaluate_test was added to conf/run.yaml after stores already held experiments: at its default (true) it is
     left out of the identity, so the id of a default config equals the id computed before the key existed (the same
     config without it); false is another experiment."""
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
 
     from helpers import FAST, compose_run
 

@@ -5,8 +5,8 @@ process SIGKILLed mid-run and rerun: tests/test_tiers.py, whose launcher's job i
 import pytest
 
 from gate.cli import run as run_cli
-from gate.engine.build import resolved_config
 from gate.engine.training.finetune import run_finetune
+from gate.engine.validate import resolved_config
 from gate.results import ExperimentLock, experiment_id
 
 from helpers import SMOKE, call_cli, compose_run

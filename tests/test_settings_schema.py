@@ -18,8 +18,9 @@ from hydra import compose, initialize_config_module
 from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class
 
+from gate.cli.arguments import normalise_args as _normalise_args
+from gate.cli.commands import COMMANDS
 from gate.cli.common import hydra_entry, hydra_error
-from gate.cli.tier import normalise_args
 from gate.engine.validate import validate_run_config, validate_score_config, validate_tier_config
 from gate.errors import ConfigError
 from gate.settings import LAUNCHER, TIER_RUN, adapter_section, check
@@ -35,6 +36,11 @@ ADAPTER_DATASET = {
     "temporal_classifier": "fmnist_video", "temporal_regressor": "fmnist_video_speed",
     "zero_shot_contrastive": "fmnist_pairs",
 }
+
+
+def normalise_args(argv):
+    """gate-tier's command line as its row of the command table reads it."""
+    return _normalise_args(argv, dict(COMMANDS["gate-tier"].list_keys))
 
 
 def _compose(config: str, root: Path, overrides: list[str]):

@@ -26,7 +26,7 @@ def test_the_small_tiers_ids_and_commands_are_those_of_composing_each_experiment
 def test_a_seed_set_on_a_copy_is_the_seed_composed():
     from hydra import compose
 
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
     from gate.tiers.expand import hydra_compose_context, with_seed
 
     with hydra_compose_context():

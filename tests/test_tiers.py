@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from gate.cli import tier as tier_cli
-from gate.cli.tier import normalise_args
-from gate.engine.build import resolved_config
+from gate.cli.arguments import normalise_args as _normalise_args
+from gate.cli.commands import COMMANDS
+from gate.engine.validate import resolved_config
 from gate.errors import ConfigError
 from gate.results import ResultsStore, experiment_id, identity
 from gate.tiers.expand import expand_tier, load_tier
@@ -35,6 +36,11 @@ TINY = {
 # The same tier with one seed, as short as a run can be and still be killed between two checkpoints (steps 2, 4, 6).
 KILLABLE = dict(TINY, seeds=[0],
                 overrides=dict(TINY["overrides"], **{"trainer.max_steps": 6, "trainer.val_check_interval": 2}))
+
+
+def normalise_args(argv):
+    """gate-tier's command line as its row of the command table reads it."""
+    return _normalise_args(argv, dict(COMMANDS["gate-tier"].list_keys))
 
 
 def write_tier(path: Path, doc=TINY) -> Path:

@@ -120,22 +120,6 @@ def fail(cmd: str, message: str) -> NoReturn:
     sys.exit(2)
 
 
-#: What to lower when a command runs out of memory (the settings that size what it holds at once).
-MEMORY_HINTS = {
-    "gate-run": "data.batch_size and data.eval_batch_size (the batches), image_size, or data.max_train_samples",
-    "gate-score": "max_samples (the rows whose features are held at once) or batch_size (the feature pass's batch)",
-    "gate-tier": "the jobs' data.batch_size or image_size (overrides=[...]), or launcher.workers (jobs at once)",
-    "gate-rank": "the runs' data.batch_size or image_size (overrides=[...])",
-    "gate-eevee": "population or chunk (the candidates trained at once), or workers",
-    "gate-analysis": "the table (filters=... keeps part of it)",
-    "gate-data": "nothing gate sets: the dataset's preparation needs more memory than this machine has free",
-}
-#: The stage each command's library call is, as a user reads it.
-STAGES = {"run_finetune": "fine-tuning", "run_score": "scoring (the feature pass and the scores)",
-          "search": "the subset search", "analyse": "the analysis", "score_tier": "the tier's scores",
-          "rank": "ranking", "run": "ranking (its short runs and scores)"}
-
-
 def out_of_memory(err: BaseException) -> bool:
     """Python's MemoryError, torch's CPU allocator failing, or a CUDA out-of-memory error."""
     return isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or (
@@ -143,7 +127,8 @@ def out_of_memory(err: BaseException) -> bool:
 
 
 def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; any failure becomes ``<cmd>: error: <what>`` on stderr and exit code 2."""
+    """``fn(*args, **kwargs)``; any failure becomes ``<cmd>: error: <what>`` on stderr and exit code 2 (memory
+    running out: which stage and what to lower, from the command's row of :data:`gate.cli.commands.COMMANDS`)."""
     try:
         return fn(*args, **kwargs)
     except (KeyboardInterrupt, SystemExit):
@@ -152,10 +137,56 @@ def run_cli(cmd: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         if debug_enabled():
             raise
         if out_of_memory(err):
-            stage = STAGES.get(getattr(fn, "__name__", ""), getattr(fn, "__name__", "the command"))
-            fail(cmd, f"memory ran out during {stage} ({type(err).__name__}); lower "
-                      f"{MEMORY_HINTS.get(cmd, 'the sizes this command holds at once')}")
+            from gate.cli.commands import COMMANDS
+
+            row = COMMANDS.get(cmd)
+            doing = row.doing if row else getattr(fn, "__name__", "the command")
+            lower = row.memory_hint if row else "the sizes this command holds at once"
+            fail(cmd, f"memory ran out during {doing} ({type(err).__name__}); lower {lower}")
         fail(cmd, describe(err))
+
+
+def gate_command(name: str) -> Callable[[], None]:
+    """The console script of the command ``name`` (its row of :data:`gate.cli.commands.COMMANDS`), in one shape for
+    every command: the command line normalised (comma lists, retired keys), Hydra's composition (its errors one
+    line), the process prepared, **one parse** of the composed config into what the stage takes, the stage, and
+    its result's ``report()`` (what it prints; the exit code it returns). Every failure is one line and exit 2."""
+    import hydra
+
+    from gate.cli.commands import COMMANDS
+
+    row = COMMANDS[name]
+
+    @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name=row.config)
+    def compose(cfg: Any) -> None:
+        prepare_process(cfg)
+        request = run_cli(name, row.load("parse"), cfg)
+        if getattr(request, "uses_lightning", False):
+            quiet_lightning()
+        result = run_cli(name, row.load("stage"), request)
+        code = result.report()
+        if code:
+            sys.exit(code)
+
+    def main() -> None:
+        from gate.errors import ConfigError
+
+        argv = sys.argv[1:]
+        from gate.cli.arguments import normalise_args, retired_key
+
+        if row.retired is not None and (line := retired_key(argv, row.load("retired"))):
+            fail(name, line)
+        if row.list_keys:
+
+            try:
+                argv = normalise_args(argv, dict(row.list_keys))
+            except ConfigError as err:
+                fail(name, str(err))
+        sys.argv = [sys.argv[0], *argv]
+        hydra_entry(name, compose)  # an unknown key or an unparsable override: one line, not Hydra's report
+
+    main.__doc__ = f"{name}: {row.doing}"
+    return main
 
 
 def prepare_process(cfg: Any) -> None:

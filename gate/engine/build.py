@@ -6,16 +6,14 @@ the component for records and docs and are not constructor arguments, so they ar
 
 from __future__ import annotations
 
-import copy
 import inspect
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import hydra
 import hydra.errors
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf
 
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
@@ -34,21 +32,6 @@ def to_plain(cfg: Any) -> Any:
     if isinstance(cfg, (DictConfig,)) or OmegaConf.is_config(cfg):
         return OmegaConf.to_container(cfg, resolve=True)
     return cfg
-
-
-def resolved_config(cfg: DictConfig) -> dict[str, Any]:
-    """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
-    if "paths" in cfg and cfg.paths.get("root"):
-        cfg = copy.deepcopy(cfg)
-        with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
-            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
-    plain = OmegaConf.to_container(cfg, resolve=True)
-    plain.pop("hydra", None)
-    if isinstance(plain.get("paths"), dict):
-        # absolute, but links kept as given: a message names the path the user set (records.jsonl, a link to ...)
-        plain["paths"] = {k: os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
-                          for k, v in plain["paths"].items()}
-    return plain
 
 
 def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:

@@ -11,13 +11,16 @@ Checks that need the data (:func:`gate.data.spec.check_split`) run before the mo
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import os
 import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .. import settings
 from ..errors import ConfigError
@@ -41,6 +44,21 @@ def _resolved(cfg: Any) -> dict[str, Any]:
     except Exception as err:  # noqa: BLE001 - OmegaConf raises several types for broken interpolations
         raise ConfigError(f"the config does not resolve: {' '.join(str(err).split())}") from None
     plain.pop("hydra", None)
+    return plain
+
+
+def resolved_config(cfg: DictConfig) -> dict[str, Any]:
+    """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
+    if "paths" in cfg and cfg.paths.get("root"):
+        cfg = copy.deepcopy(cfg)
+        with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
+            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain.pop("hydra", None)
+    if isinstance(plain.get("paths"), dict):
+        # absolute, but links kept as given: a message names the path the user set (records.jsonl, a link to ...)
+        plain["paths"] = {k: os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
+                          for k, v in plain["paths"].items()}
     return plain
 
 
@@ -282,6 +300,28 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
     problems += _dataset(plain) + _encoder(plain, recipe=False) + _paths(plain)
     _raise_if_any(problems, "gate-score config")
     return plain
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """A composed config checked once (its sections, and every rule across them) and resolved once to plain data
+    with absolute output paths: what gate-run's and gate-score's stages take, never checked again."""
+
+    command: str                 # gate-run | gate-score
+    config: dict[str, Any]
+    uses_lightning: bool = True  # the stage trains or extracts features: Lightning's chatter is quieted first
+
+
+def parse_run(cfg: Any) -> Checked:
+    """A composed ``run.yaml``, checked (:func:`validate_run_config`) and resolved (:func:`resolved_config`)."""
+    validate_run_config(cfg)
+    return Checked("gate-run", resolved_config(cfg))
+
+
+def parse_score(cfg: Any) -> Checked:
+    """A composed ``score.yaml``, checked (:func:`validate_score_config`) and resolved (:func:`resolved_config`)."""
+    validate_score_config(cfg)
+    return Checked("gate-score", resolved_config(cfg))
 
 
 def validate_command_config(cfg: Any, section: settings.Section, what: str) -> dict[str, Any]:

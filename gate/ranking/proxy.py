@@ -67,7 +67,7 @@ def proxy_overrides(steps: int, val_every: int) -> list[str]:
 
 def composed(ctx: ProxyContext, exp: Any, overrides: Sequence[str]) -> tuple[Any, str]:
     """The gate-run config of ``exp`` with ``overrides`` after its own, and that experiment's id."""
-    from gate.engine.build import resolved_config
+    from gate.engine.validate import resolved_config
     from gate.results import experiment_id
 
     cfg = ctx.compose([*exp.overrides, *overrides])

@@ -37,11 +37,90 @@ class Prepared:
     request: Request
 
 
+@dataclasses.dataclass(frozen=True)
+class RankCall:
+    """gate-rank's composed request, checked once (:func:`parse`): its settings as plain data and Hydra's search
+    path (a config dir of the user's own reaches the runs the proxy composes)."""
+
+    plain: Mapping[str, Any]
+    searchpath: list[str]
+    uses_lightning: bool = True
+
+
 @dataclasses.dataclass
 class RankRun:
     result: RankResult
     out: Path                          # the output folder
     files: dict[str, Path]             # what it holds, by name (selection, predictions, ..., report)
+    prepared: Prepared | None = None
+    seconds: float = 0.0               # the whole call, wall clock
+
+    def report(self) -> int:
+        """gate-rank's lines: the ranking (each value marked as a prediction), what ran, the seeds' agreement,
+        the compute, the validation with its paired table, where the files are."""
+        print_result(self, self.prepared)
+        print(f"[gate] gate-rank: {self.seconds / 60:.1f} min", flush=True)
+        return 0
+
+
+def parse(cfg: Any) -> RankCall:
+    """The composed ``rank.yaml`` as plain data, its own problems (budget, pool, scores, history, ...) checked
+    before the tier is expanded (:func:`gate.ranking.pipeline.check_request`)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import OmegaConf
+
+    from gate.ranking.pipeline import check_request
+
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    check_request(plain)
+    return RankCall(plain, [str(s) for s in (HydraConfig.get().searchpath or [])])
+
+
+def rank(call: RankCall, echo: Callable[..., None] = print) -> RankRun:
+    """gate-rank's stage: the request prepared (the tier expanded), ranked and written (:func:`run`)."""
+    import time
+
+    started = time.monotonic()
+    prepared = prepare(call.plain, call.searchpath)
+    echo(f"[gate] ranking {len(prepared.plan.encoders)} encoders on tier {prepared.plan.tier.name} at budget "
+         f"{prepared.request.budget} (proxy seeds {list(prepared.request.proxy_seeds)})", flush=True)
+    done = run(call.plain, call.searchpath, prepared, echo)
+    return dataclasses.replace(done, prepared=prepared, seconds=time.monotonic() - started)
+
+
+def print_result(run: RankRun, prepared: Prepared) -> None:
+    from gate.ranking.budget import shown
+    from gate.ranking.pipeline import compute_line, predicted_footnote, seed_agreement_line
+
+    result = run.result
+    print(f"[gate] predicted ranking on tier {prepared.plan.tier.name} ({result.source}'s: {result.why}):")
+    for enc, row in result.tier_ranking.iterrows():
+        print(f"  {int(row['rank']):>2}. {enc:<24} mean rank {row['mean_rank']:.2f}†")
+    print(f"  {predicted_footnote(result)}")
+    if result.selection is not None and result.selection.chosen:
+        sel = result.selection
+        print(f"[gate] benchmarks run: {', '.join(sel.chosen)} ({sel.method}; held-out τ on the history "
+              f"{shown(sel.tau)}, completion {'used' if sel.use_completion else 'not used'})")
+    print(seed_agreement_line(result))
+    print(compute_line(result))
+    if result.ledger.overrun():
+        print(f"[gate] compute: {result.ledger.overrun()}")
+    if result.validation is not None:
+        c = result.ceiling
+        print(f"[gate] predicted vs full (tier mean rank over {len(result.truth.values.columns)} benchmark(s)); "
+              f"ceiling (one truth seed vs the rest, {c.get('n_seeds')} seeds) {shown(c.get('one_seed_vs_rest'))}, "
+              f"v2 vs the same {shown(c.get('v2_vs_rest'))}, ratio {shown(c.get('ratio'))}")
+        for row in result.validation.itertuples(index=False):
+            note = f"  (degenerate {row.degenerate})" if isinstance(row.degenerate, str) and row.degenerate else ""
+            print(f"  {row.method:<24} τ {shown(row.tau, '+.3f')}  τ_w {shown(row.tau_w, '+.3f')}  regret "
+                  f"{shown(row.regret, '.3f')}  top-3 recall {shown(row.top3_recall, '.2f')}{note}")
+        if result.paired is not None:
+            for row in result.paired.itertuples(index=False):
+                print(f"  v2 − {row.baseline:<20} {shown(row.tau_difference, '+.3f')} [{shown(row.lo, '+.2f')}, "
+                      f"{shown(row.hi, '+.2f')}]  P(v2 ≤ it) {shown(row.p_v2_not_better, '.2f')}")
+    print(f"[gate] tables: {run.out}")
+    if run.files.get("report") is not None:
+        print(f"[gate] report: {run.files['report'].resolve()}")
 
 
 def prepare(plain: Mapping[str, Any], searchpath: list[str]) -> Prepared:

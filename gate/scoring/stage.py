@@ -31,11 +31,12 @@ import dataclasses
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig
 
 from .. import signals
-from ..engine.build import resolved_config
+from ..engine.validate import Checked, parse_score
 from ..families import families, family
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 
@@ -61,6 +62,24 @@ class ScoreResult:
     features_from_cache: bool = False
     extract_seconds: float = 0.0
     degenerate: dict[str, str] = dataclasses.field(default_factory=dict)  # score → why it cannot discriminate
+    label: str = ""              # encoder × dataset/split, as gate-score prints it
+
+    def report(self) -> int:
+        """gate-score's lines: each score, its seconds and why it is degenerate, and where they went."""
+        if self.skipped:
+            print(f"[gate] scores of experiment {self.experiment} ({self.label}) are already in {self.results_path}; "
+                  f"skipping (force=true recomputes them)")
+            return 0
+        source = "cache" if self.features_from_cache else f"extracted in {self.extract_seconds:.1f}s"
+        print(f"[gate] experiment {self.experiment}: {self.label} (features: {source})")
+        width = max((len(k) for k in self.values), default=0)
+        for key, value in self.values.items():
+            why = f"  degenerate: {self.degenerate[key]}" if key in self.degenerate else ""
+            print(f"  {key:<{width}}  {value:12.6g}   ({self.seconds[key]:.2f}s){why}")
+        print(f"[gate] results store: {self.results_path}")
+        if self.features_path is not None:
+            print(f"[gate] features:      {self.features_path}")
+        return 0
 
 
 def _device(name: str) -> str:
@@ -83,12 +102,15 @@ def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
     return applicable_scores(has_probs)
 
 
-def run_score(cfg: DictConfig) -> ScoreResult:
-    """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``), appending records."""
-    from ..engine.validate import validate_score_config
+def run_score(cfg: DictConfig | Checked) -> ScoreResult:
+    """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``, or one gate-score's
+    parse already checked), appending records."""
+    config = (cfg if isinstance(cfg, Checked) else parse_score(cfg)).config
+    label = f"{config['encoder']['name']} × {config['dataset']['name']}/{config['split']}"
+    return dataclasses.replace(_run(config), label=label)
 
-    validate_score_config(cfg)
-    config = resolved_config(cfg)
+
+def _run(config: dict[str, Any]) -> ScoreResult:
     ident = identity(config, "score")
     exp = experiment_id(config, "score")
     store = ResultsStore(config["paths"]["results"])

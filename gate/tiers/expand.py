@@ -219,8 +219,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     false (jobs described for another machine) that is a warning, not a problem."""
     from hydra.errors import HydraException
 
-    from gate.engine.build import resolved_config
-    from gate.engine.validate import validate_run_config
+    from gate.engine.validate import resolved_config, validate_run_config
 
     if check_prepared is None:
         from gate.engine.prepare import why_not_prepared as check_prepared

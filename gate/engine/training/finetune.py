@@ -23,9 +23,9 @@ from omegaconf import DictConfig
 from ... import signals
 from ...files import no_space
 from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
-from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component, resolved_config
+from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component
 from ..model import GATEModel
-from ..validate import validate_run_config
+from ..validate import Checked, parse_run
 from .checkpoints import prune, resume_point
 from .devices import check_devices
 from .distributed import process_rank
@@ -43,12 +43,37 @@ class FinetuneResult:
     run_dir: Path
     logger_dir: str | None = None
     facts: dict[str, Any] | None = None
+    label: str = ""          # encoder × dataset × adapter × recipe (seed), as gate-run prints it
+
+    def report(self) -> int:
+        """gate-run's lines: the test metrics and where everything went (rank 0 of a data-parallel run only)."""
+        if process_rank() != 0:
+            return 0
+        if self.skipped:
+            print(f"[gate] experiment {self.experiment} ({self.label}) is already in {self.results_path}; "
+                  f"skipping (force=true reruns it)")
+            return 0
+        print(f"[gate] experiment {self.experiment}: {self.label}")
+        width = max(len(k) for k in self.metrics) if self.metrics else 0
+        for key, value in sorted(self.metrics.items()):
+            print(f"  test/{key:<{width}}  {value:.4f}")
+        print(f"[gate] results store: {self.results_path}")
+        print(f"[gate] checkpoints:   {self.run_dir}")
+        if self.logger_dir:
+            print(f"[gate] logger run dir: {self.logger_dir}")
+        return 0
 
 
-def run_finetune(cfg: DictConfig) -> FinetuneResult:
-    """Run the experiment ``cfg`` (a composed ``run.yaml``) unless the store already has it."""
-    validate_run_config(cfg)  # every config problem, before anything is built
-    config = resolved_config(cfg)
+def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
+    """Run the experiment ``cfg`` (a composed ``run.yaml``, or one gate-run's parse already checked) unless the
+    store already has it."""
+    config = (cfg if isinstance(cfg, Checked) else parse_run(cfg)).config  # every problem, before anything is built
+    label = (f"{config['encoder']['name']} × {config['dataset']['name']} × {config['adapter']['name']} × "
+             f"{config['recipe']['name']} (seed {config['seed']})")
+    return dataclasses.replace(_run(config), label=label)
+
+
+def _run(config: dict[str, Any]) -> FinetuneResult:
     check_devices(config["trainer"])  # a GPU asked for on a machine without one: before any work
     exp = experiment_id(config, "finetune")
     store = ResultsStore(config["paths"]["results"])

@@ -1,0 +1,51 @@
+"""Every command has one shape (issue 35, item 2): a row of gate/cli/commands.py turned into its console script by
+gate/cli/common.py's ``gate_command``, its composed config parsed once, its stage given the parse's request and never
+checking it again."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from helpers import SMOKE, call_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_every_console_script_is_a_row_of_the_command_table_and_its_parts_load():
+    """pyproject's scripts and the table name the same seven commands; each row's parse and stage import; every
+    command but gate-data (an action first, one composition per dataset: its own front) is the wrapper's."""
+    from gate.cli.commands import COMMANDS
+
+    section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
+    scripts = dict(re.findall(r'^([\w-]+) = "([\w.:]+)"', section, flags=re.M))
+    assert set(scripts) == set(COMMANDS)
+    for name, row in COMMANDS.items():
+        assert (ROOT / "conf" / f"{row.config}.yaml").is_file(), name
+        assert callable(row.load("stage")), name
+        if name == "gate-data":
+            continue
+        assert callable(row.load("parse")), name
+        module = scripts[name].split(":")[0]
+        text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
+        assert f'main = gate_command("{name}")' in text, name
+
+
+def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
+    """Before, gate-run's CLI checked the run config and run_finetune checked it again (and resolved it twice
+    more): two calls of validate_run_config per run. Now: one."""
+    from gate.cli import run
+    from gate.engine import validate
+
+    calls = []
+    real = validate.validate_run_config
+
+    def counted(cfg):
+        calls.append(1)
+        return real(cfg)
+
+    monkeypatch.setattr(validate, "validate_run_config", counted)
+    out = call_cli(run.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"], capsys,
+                   prog="gate-run")
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "test/" in out.stdout and len(calls) == 1, (len(calls), out.stdout[-1000:])
