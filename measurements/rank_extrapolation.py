@@ -31,9 +31,9 @@ from gate.ranking.curves import extrapolate  # noqa: E402
 FRACTIONS = (1 / 4, 1 / 3, 2 / 3)
 
 
-def groups(path: Path) -> dict[tuple[str, int], dict[str, dict]]:
-    """(benchmark, seed) → encoder → {"curve", "steps", "final", "hib", "low", "high"}: each run's val curve and its
-    final test value of the monitored metric."""
+def curve_runs(path: Path) -> tuple[dict[str, dict], dict[str, dict[str, float]]]:
+    """A store's fine-tuning runs that recorded a validation curve: experiment → its val record, and experiment →
+    metric → test value."""
     val, test = {}, {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
@@ -43,6 +43,13 @@ def groups(path: Path) -> dict[tuple[str, int], dict[str, dict]]:
             val[r["experiment"]] = r
         elif r.get("split") == "test":
             test.setdefault(r["experiment"], {})[str(r["metric"])] = float(r["value"])
+    return val, test
+
+
+def groups(path: Path) -> dict[tuple[str, int], dict[str, dict]]:
+    """(benchmark, seed) → encoder → {"curve", "steps", "final", "hib", "low", "high"}: each run's val curve and its
+    final test value of the monitored metric."""
+    val, test = curve_runs(path)
     out: dict[tuple[str, int], dict[str, dict]] = {}
     for exp, r in val.items():
         metric = str(r["metric"]).split("/", 1)[-1]

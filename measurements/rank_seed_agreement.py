@@ -22,6 +22,9 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "measurements"))
+
+from rank_extrapolation import curve_runs  # noqa: E402
 
 from gate.metrics import monitor_mode  # noqa: E402
 from gate.ranking import prior  # noqa: E402
@@ -30,17 +33,7 @@ from gate.ranking import prior  # noqa: E402
 def groups(path: Path) -> dict[tuple[str, int], dict[str, dict]]:
     """(benchmark, seed) → encoder → {"curve", "final", "hib"} of the full runs only: a store that also holds
     shorter runs of the same seeds (a proxy's, a v1 call's) keeps, per benchmark, the runs of its longest length."""
-    import json
-
-    val, test = {}, {}
-    for line in path.read_text().splitlines():
-        r = json.loads(line)
-        if r.get("kind") != "finetune":
-            continue
-        if r.get("split") == "val" and (r.get("facts") or {}).get("val_curve"):
-            val[r["experiment"]] = r
-        elif r.get("split") == "test":
-            test.setdefault(r["experiment"], {})[str(r["metric"])] = float(r["value"])
+    val, test = curve_runs(path)
     longest: dict[str, int] = {}
     for r in val.values():
         longest[r["dataset"]] = max(longest.get(r["dataset"], 0), int(r["facts"].get("global_step") or 0))
