@@ -22,6 +22,8 @@ import dataclasses
 from collections.abc import Mapping
 from pathlib import Path
 
+from .registry import Registry
+
 # What a target column can hold (one example):
 TARGET_KINDS = {
     "class": "an integer class id in [0, num_classes)",
@@ -38,7 +40,7 @@ TARGET_KINDS = {
     "clip_value": "a real value of a whole clip",
 }
 
-__all__ = ["TaskFamily", "register_family", "family", "families", "family_names", "unregister_family"]
+__all__ = ["FAMILIES", "TaskFamily", "register_family", "family", "families", "family_names", "unregister_family"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,9 +146,23 @@ class TaskFamily:
         return info is not None and info.name in self.metrics
 
 
-_FAMILIES: dict[str, TaskFamily] = {}
+def _load(name: str | None = None) -> None:
+    """Register family ``name`` (every family when None) from its packaged YAML file, once each (other packages'
+    families come through the entry-point group, :data:`FAMILIES`)."""
+    import yaml
+
+    for stem, path in _packaged().items():
+        if (name is None or stem == name) and stem not in _loaded:
+            register_family(TaskFamily(name=stem, **(yaml.safe_load(path.read_text()) or {})))
+            _loaded.add(stem)
+
+
 ENTRY_POINTS = "gate.task_families"  # the entry-point group naming a registering module of another package
-_loaded: set[str] = set()  # families already loaded (packaged YAML or entry point)
+_loaded: set[str] = set()  # packaged families already read
+FAMILIES: Registry[TaskFamily] = Registry(
+    "task family", group=ENTRY_POINTS, loader=_load,
+    hint=f" (a family of your own is registered by gate.families.register_family in its adapter's module: import it "
+         f"first, or name that module in the {ENTRY_POINTS} entry points of its package)")
 
 
 def register_family(fam: TaskFamily) -> TaskFamily:
@@ -154,22 +170,18 @@ def register_family(fam: TaskFamily) -> TaskFamily:
     entry under a registered name is refused, so two modules cannot silently disagree about a family."""
     if not isinstance(fam, TaskFamily):
         raise TypeError(f"register_family expects a TaskFamily, got {type(fam).__name__}")
-    known = _FAMILIES.get(fam.name)
-    if known is not None and known != fam:
+    if fam.name in FAMILIES and FAMILIES[fam.name] != fam:
         raise ValueError(f"task family {fam.name!r} is already registered with other facts; unregister it first")
-
     TARGET_KINDS.update(fam.new_target_kinds)
-    _FAMILIES[fam.name] = fam
-    return fam
+    return FAMILIES.register(fam.name, fam)
 
 
 def unregister_family(name: str) -> None:
     """Remove a family and the target kinds only it brought (tests that register a toy family clean up with this)."""
-
-    fam = _FAMILIES.pop(name, None)
+    fam = FAMILIES.unregister(name)
     if fam is None:
         return
-    still = {k for f in _FAMILIES.values() for k in f.new_target_kinds}
+    still = {k for f in FAMILIES.values() for k in f.new_target_kinds}
     for kind in set(fam.new_target_kinds) - still:
         TARGET_KINDS.pop(kind, None)
 
@@ -182,50 +194,14 @@ def _packaged() -> dict[str, Path]:
     return {p.stem: p for p in sorted(folder.glob("*.yaml"))}
 
 
-def _load(name: str | None = None) -> None:
-    """Register family ``name`` (every family when None) from its packaged YAML file, else by importing the module
-    the ``gate.task_families`` entry points of other packages name for it; once each."""
-    import importlib
-
-    import yaml
-
-    for stem, path in _packaged().items():
-        if (name is None or stem == name) and stem not in _loaded:
-            register_family(TaskFamily(name=stem, **(yaml.safe_load(path.read_text()) or {})))
-            _loaded.add(stem)
-    for ep_name, module in _entry_points():
-        if (name is None or ep_name == name) and ep_name not in _loaded:
-            importlib.import_module(module)
-            _loaded.add(ep_name)
-            if ep_name not in _FAMILIES:
-                raise ValueError(f"the entry point {ep_name} = {module!r} of {ENTRY_POINTS} registers no task "
-                                 f"family {ep_name!r}: its module must call gate.families.register_family")
-
-
-def _entry_points() -> list[tuple[str, str]]:
-    """(family, module) of the ``gate.task_families`` entry points of the installed packages (gate declares its own
-    families as data and has none)."""
-    from importlib.metadata import entry_points
-
-    return [(ep.name, ep.value.split(":")[0]) for ep in entry_points(group=ENTRY_POINTS)]
-
-
 def family(name: str) -> TaskFamily:
     """The registered family ``name``; a ValueError naming the known ones when there is none."""
-    if name not in _FAMILIES:
-        _load(name)
-    if name not in _FAMILIES:
-        _load()  # every packaged family, to name them
-        raise ValueError(f"unknown task family {name!r}; known: {sorted(_FAMILIES)} (a family of your own is "
-                         f"registered by gate.families.register_family in its adapter's module: import it first, or "
-                         f"name that module in the {ENTRY_POINTS} entry points of its package)")
-    return _FAMILIES[name]
+    return FAMILIES.lookup(name)
 
 
 def families() -> dict[str, TaskFamily]:
     """Every registered family (the packaged ones included), by name."""
-    _load()
-    return dict(_FAMILIES)
+    return FAMILIES.all()
 
 
 def family_names() -> tuple[str, ...]:

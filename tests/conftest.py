@@ -33,12 +33,12 @@ def _no_process_state_leaks_between_tests():
     worker sees the packaged families only."""
     env, tempdir = dict(os.environ), tempfile.tempdir
     registry = sys.modules.get("gate.families")
-    known = set(registry._FAMILIES) if registry is not None else set()  # read without loading the packaged ones
+    known = set(registry.FAMILIES) if registry is not None else set()  # read without loading the packaged ones
     yield
     registry = sys.modules.get("gate.families")
     if registry is not None:
         packaged = set(registry._packaged())
-        for name in set(registry._FAMILIES) - known - packaged:
+        for name in set(registry.FAMILIES) - known - packaged:
             registry.unregister_family(name)
     if dict(os.environ) != env:
         os.environ.clear()

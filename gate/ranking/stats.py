@@ -24,6 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from gate.registry import Registry
+
 CONFIDENCE = 0.95
 
 
@@ -62,8 +64,10 @@ def top1_regret(pred: np.ndarray, full: np.ndarray) -> float:
     return float(full.max() - full[picked].min())
 
 
-STATISTICS: dict[str, Callable[[np.ndarray, np.ndarray], float]] = {
-    "tau": kendall_tau, "tau_w": weighted_tau, "regret": top1_regret}
+STATISTICS: Registry[Callable[[np.ndarray, np.ndarray], float]] = Registry("statistic")
+STATISTICS.register("tau", kendall_tau)
+STATISTICS.register("tau_w", weighted_tau)
+STATISTICS.register("regret", top1_regret)
 
 
 def _interval(samples: list[float]) -> tuple[float, float]:

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from .. import metrics as _metrics
+from ..registry import Registry
 from . import collapse, discrepancy, energy, evidence, fisher, geometry, hscore, mixture, probes, source
 from ._validation import check_features
 
@@ -99,9 +100,9 @@ class Metric:
         return float(self.fn(data, **kwargs))
 
 
-SCORES: dict[str, Metric] = {
-    m.name: m
-    for m in (
+SCORES: Registry[Metric] = Registry("transferability score")
+DISCREPANCIES: Registry[Metric] = Registry("discrepancy")
+for _metric in (
         Metric("logme", evidence.logme),
         Metric("h_score", hscore.h_score, fits="covariance"),  # C − 1 from rank n − 1
         Metric("shrinkage_h_score", hscore.shrinkage_h_score),
@@ -121,20 +122,17 @@ SCORES: dict[str, Metric] = {
         Metric("n_leep", source.n_leep, needs="source_probs"),
         Metric("nce", source.nce, needs="source_probs"),
         Metric("n_nce", source.n_nce, needs="source_probs"),
-    )
-}
-
-DISCREPANCIES: dict[str, Metric] = {
-    m.name: m
-    for m in (
+):
+    SCORES.register(_metric.name, _metric)
+for _metric in (
         Metric("coral", discrepancy.coral, uses_labels=False),
         Metric("mmd", discrepancy.mmd, uses_labels=False),
         Metric("cmd", discrepancy.cmd, uses_labels=False),
         Metric("ot", discrepancy.ot, uses_labels=False),
         Metric("kld", discrepancy.kld, uses_labels=False),
         Metric("wd", discrepancy.wd, uses_labels=False),
-    )
-}
+):
+    DISCREPANCIES.register(_metric.name, _metric)
 
 
 def applicable_scores(has_source_probs: bool, names: list[str] | None = None) -> list[str]:

@@ -35,6 +35,8 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 
+from ...registry import Registry
+
 RIGHT, WRONG = "#1a7f37", "#cf222e"
 #: Input modalities the renderers can draw (a video clip is drawn frame by frame).
 DRAWN_MODALITIES = ("image", "video")
@@ -74,14 +76,14 @@ class VisualBatch:
             return default
 
 
-RENDERERS: dict[str, Callable[[VisualBatch], Figure]] = {}
+RENDERERS: Registry[Callable[[VisualBatch], Figure]] = Registry("renderer")
 
 
 def renderer(*names: str):
     """Register a renderer under ``names`` (a task family names the one it uses: ``TaskFamily.renderer``)."""
     def register(fn: Callable[[VisualBatch], Figure]) -> Callable[[VisualBatch], Figure]:
         for name in names:
-            RENDERERS[name] = fn
+            RENDERERS.register(name, fn)
         return fn
 
     return register
@@ -97,7 +99,7 @@ def renderer_of(task: str) -> Callable[[VisualBatch], Figure] | None:
         return None
     if name not in RENDERERS:
         raise ValueError(f"task family {task!r} names renderer {name!r}, which is not registered; known: "
-                         f"{sorted(RENDERERS)}")
+                         f"{list(RENDERERS.names())}")
     return RENDERERS[name]
 
 

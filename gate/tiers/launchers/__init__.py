@@ -3,13 +3,12 @@
 A launcher is a module with ``launch(experiments, ctx) -> LaunchResult`` and a ``KIND`` (:class:`LauncherKind`)
 saying what it is: ``commands`` and ``json`` only describe the jobs for another machine; ``local`` runs them here,
 one GPU each; ``slurm`` and ``submitit_local`` submit a job array through submitit. gate-tier asks the kind, never
-the name. Adding one: its module here and its line in :data:`LAUNCHERS`.
+the name. Adding one: its module here and its line in :data:`LAUNCHERS` (or, from another package, ``LAUNCHERS.register``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import ConfigError
+from gate.registry import Registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,13 +27,16 @@ class LauncherKind:
     output_on_stdout: bool = False   # its output is the job list on stdout (gate-tier's progress goes to stderr)
 
 
-LAUNCHERS: dict[str, str] = {
+#: Each launcher's function, imported on first use (a launcher's module may need submitit, a SLURM client, ...).
+LAUNCHERS: Registry[Callable[..., LaunchResult]] = Registry("launcher", key="launch", error=ConfigError)
+for _name, _where in {
     "commands": "gate.tiers.launchers.commands:launch",
     "json": "gate.tiers.launchers.json_file:launch",
     "local": "gate.tiers.launchers.local:launch",
     "slurm": "gate.tiers.launchers.submitit_array:launch_slurm",
     "submitit_local": "gate.tiers.launchers.submitit_array:launch_local",
-}
+}.items():
+    LAUNCHERS.register(_name, _where)
 
 
 @dataclasses.dataclass
@@ -89,17 +92,16 @@ class Launcher:
 
 def get_launcher(name: str) -> Launcher:
     """The launcher registered as ``name`` (its module's own ``check(name)`` run first: e.g. slurm needs sbatch)."""
-    if name not in LAUNCHERS:
-        raise ConfigError(f"launch={name!r} is unknown: choose one of {sorted(LAUNCHERS)}")
-    module, _, attr = LAUNCHERS[name].partition(":")
-    mod = importlib.import_module(module)
+    launch = LAUNCHERS.lookup(name)
+    module = launch.__module__
+    mod = sys.modules[module]
     check = getattr(mod, "check", None)
     if check is not None:
         check(name)
     kind = getattr(mod, "KIND", None)
     if not isinstance(kind, LauncherKind):
         raise ConfigError(f"launcher module {module} declares no KIND (gate.tiers.launchers.LauncherKind)")
-    return Launcher(name, kind, getattr(mod, attr))
+    return Launcher(name, kind, launch)
 
 
 def die_with_parent() -> None:
