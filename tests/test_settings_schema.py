@@ -627,3 +627,41 @@ def test_frame_by_frame_and_needs_are_stated_once():
     assert RelationalReasoner.missing_needs(FeaturesOnly) == {"tokens"}
     assert not RelationalReasoner.missing_needs(HFTextEncoder)
     assert not RelationalReasoner.missing_needs(TimmEncoder)  # it says what it provides once built: not refused early
+
+
+def _parameter_defaults(cls) -> dict:
+    """Each keyword parameter's default of an adapter class (through ``**head`` to its base class)."""
+    out = {}
+    for klass in reversed(cls.__mro__[:2]):
+        try:
+            params = inspect.signature(klass).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        out.update({p.name: p.default for p in params if p.default is not inspect.Parameter.empty})
+    return out
+
+
+@pytest.mark.parametrize("adapter", sorted(p.stem for p in (CONF / "adapter").glob("*.yaml")))
+def test_an_adapters_yaml_states_its_constructors_defaults(adapter):
+    """The YAML is where a run's adapter values come from; a constructor default that differs from it would be a
+    second, silent source for a library caller (``GATEDataModule(batch_size=64)`` against run.yaml's 32 was one).
+    A value the YAML takes from the dataset (``${oc.select:dataset.options...,5}``) is compared by its fallback."""
+    import re
+
+    doc = yaml.safe_load((CONF / "adapter" / f"{adapter}.yaml").read_text())
+    defaults = _parameter_defaults(get_class(doc["_target_"]))
+    compared, differ = 0, []
+    for key, value in doc.items():
+        if key in ("_target_", "name") or key not in defaults or isinstance(value, dict):
+            continue
+        if isinstance(value, str) and value.startswith("${"):
+            fallback = re.fullmatch(r"\$\{oc\.select:[^,]+,(.+)\}", value)
+            if fallback is None:
+                continue  # the dataset's own value (num_classes): no default to compare
+            value = yaml.safe_load(fallback.group(1))
+        compared += 1
+        default = list(defaults[key]) if isinstance(defaults[key], tuple) else defaults[key]
+        if value != default:
+            differ.append(f"{key}: yaml {value!r}, constructor {defaults[key]!r}")
+    assert compared, f"conf/adapter/{adapter}.yaml: no value compared"
+    assert not differ, f"conf/adapter/{adapter}.yaml and its class disagree: {differ}"
