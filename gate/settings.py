@@ -328,6 +328,94 @@ def check(values: Any, section: Section, prefix: str = "", *, owner: str = "") -
     return problems
 
 
+# ------------------------------------------------------------------------------- parsed: checked once, then typed
+class Parsed(Mapping[str, Any]):
+    """Base of the typed objects :func:`parse` builds from a section (:func:`typed`): a frozen dataclass whose
+    fields are the section's declared keys (a nested section parsed the same way; lists as tuples; a key absent
+    where it is optional reads None), and a read-only mapping of the plain data it was parsed from (every key as
+    given, the ones handed on to a ``_target_`` included), which is what an experiment id hashes and a builder
+    hands to a ``_target_`` (:meth:`as_dict`)."""
+
+    _source: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        return self._source[key]
+
+    def __iter__(self):
+        return iter(self._source)
+
+    def __len__(self) -> int:
+        return len(self._source)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plain data it was parsed from (a deep copy: nothing the caller changes reaches it)."""
+        import copy
+
+        return copy.deepcopy(dict(self._source))
+
+
+_PY_TYPES = {"int": int, "float": float, "bool": bool, "str": str, "choice": str, "int_list": tuple,
+             "str_list": tuple, "list": tuple, "mapping": Mapping, "section": Mapping, "group": Mapping,
+             "interval": tuple, "any": Any}
+_TYPED: dict[int, type] = {}
+
+
+def typed(section: Section, name: str) -> type:
+    """The frozen dataclass of ``section`` (one per section, generated from its table: each key is declared once,
+    in the table, and the dataclass is built from it)."""
+    if id(section) not in _TYPED:
+        fields = []
+        for key, setting in section.settings.items():
+            kind = typed(setting, name + "".join(p.title() for p in key.split("_"))) if isinstance(setting, Section) \
+                else _PY_TYPES[setting.kind]
+            fields.append((key, kind, dataclasses.field(default=None)))
+        fields.append(("_source", Mapping, dataclasses.field(default_factory=dict, repr=False, compare=False)))
+        cls = dataclasses.make_dataclass(name, fields, bases=(Parsed,), frozen=True, eq=True)
+        cls.__doc__ = f"{section.owner[0].upper()}{section.owner[1:]}s, checked (generated from its table)."
+        cls.__module__ = __name__
+        globals().setdefault(name, cls)  # found by its name here, as pickle looks it up
+        _TYPED[id(section)] = cls
+    return _TYPED[id(section)]
+
+
+def build(section: Section, values: Mapping[str, Any], name: str) -> Parsed:
+    """The typed object of ``values``, which :func:`check` found valid against ``section``."""
+    cls = typed(section, name)
+    kwargs: dict[str, Any] = {}
+    for key, setting in section.settings.items():
+        if key not in values:
+            continue
+        value = values[key]
+        if isinstance(setting, Section) and isinstance(value, Mapping):
+            sub = next(f.type for f in dataclasses.fields(cls) if f.name == key)
+            value = build(setting, value, sub.__name__)
+        elif isinstance(value, list):
+            value = tuple(value)
+        elif isinstance(setting, Setting) and setting.kind == "float" and _is_finite(value):
+            value = float(value)  # lr=1 is the float 1.0
+        elif _is_int(value):
+            value = int(value)
+        kwargs[key] = value
+    return cls(**kwargs, _source=values)
+
+
+def parse(section: Section, values: Any, name: str, *, prefix: str = "", what: str = "config") -> Parsed:
+    """``values`` (the section named ``prefix`` in messages) checked against ``section`` (one
+    :class:`gate.errors.ConfigError` listing every problem, as ``what`` when there are several) and built into its
+    typed object: the one parse of a section, at the edge."""
+    raise_problems(check(values, section, prefix), what)
+    return build(section, values, name)
+
+
+def raise_problems(problems: list[str], what: str) -> None:
+    """One :class:`gate.errors.ConfigError` for every problem found (none: nothing happens): the problem itself when
+    there is one, ``<what>: N problems: a; b`` when there are several."""
+    if problems:
+        from .errors import ConfigError
+
+        raise ConfigError((f"{what}: {len(problems)} problems: " if len(problems) > 1 else "") + "; ".join(problems))
+
+
 def passed_on(values: Any, section: Section, prefix: str) -> list[str]:
     """``prefix.key=value`` for each key of ``values`` that ``section`` does not declare and hands on to its
     ``_target_`` unchecked (Lightning's Trainer, a torch optimizer): named when that target rejects one."""
@@ -500,6 +588,8 @@ RUN = Section("a gate-run setting", {
     "dataset": Group("dataset", "e.g. dataset=fashion_mnist"),
     "preset": Group("preset", "e.g. preset=smoke", optional=True),
 }, required=True, yaml="run.yaml")
+#: gate-run's config, checked and typed (what its stage reads): generated from :data:`RUN`.
+RunConfig = typed(RUN, "RunConfig")
 
 # ---------------------------------------------------------------------------------------------------- gate-score
 SCORE = Section("a gate-score setting", {
@@ -523,6 +613,8 @@ SCORE = Section("a gate-score setting", {
     "dataset": Group("dataset", "e.g. dataset=fashion_mnist"),
     "paths": PATHS,
 }, required=True, yaml="score.yaml")
+#: gate-score's config, checked and typed: generated from :data:`SCORE`.
+ScoreConfig = typed(SCORE, "ScoreConfig")
 
 # ------------------------------------------------------------------------------------------------------ gate-tier
 #: gate-tier's ``launcher:`` section, shared by the launchers that read it: ``local`` (workers, threads, poll_seconds) and

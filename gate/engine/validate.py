@@ -23,6 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .. import settings
+from ..data.spec import DatasetSpec, spec_from_config
 from ..errors import ConfigError
 from ..settings import Int, check, show, target_of
 
@@ -30,9 +31,7 @@ from ..settings import Int, check, show, target_of
 IMAGE_SIZE_FLOOR = 32
 
 
-def _raise_if_any(problems: list[str], what: str) -> None:
-    if problems:
-        raise ConfigError((f"{what}: {len(problems)} problems: " if len(problems) > 1 else "") + "; ".join(problems))
+_raise_if_any = settings.raise_problems
 
 
 def _resolved(cfg: Any) -> dict[str, Any]:
@@ -304,24 +303,37 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
 
 @dataclasses.dataclass(frozen=True)
 class Checked:
-    """A composed config checked once (its sections, and every rule across them) and resolved once to plain data
-    with absolute output paths: what gate-run's and gate-score's stages take, never checked again."""
+    """A composed config checked once (its sections, and every rule across them), resolved once to plain data with
+    absolute output paths, and typed: what gate-run's and gate-score's stages take, never checked again.
+
+    run: the typed config (:data:`gate.settings.RunConfig` / :data:`~gate.settings.ScoreConfig`), which the stage
+        reads; also a mapping of ``config``.
+    config: the plain data it was parsed from (what the experiment id hashes and what a ``_target_`` is handed).
+    spec: the dataset's :class:`~gate.data.spec.DatasetSpec`, built once."""
 
     command: str                 # gate-run | gate-score
     config: dict[str, Any]
+    run: settings.Parsed
+    spec: DatasetSpec
     uses_lightning: bool = True  # the stage trains or extracts features: Lightning's chatter is quieted first
 
 
+def _checked(command: str, section: settings.Section, name: str, cfg: Any) -> Checked:
+    config = resolved_config(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
+    return Checked(command, config, settings.build(section, config, name), spec_from_config(config["dataset"]))
+
+
 def parse_run(cfg: Any) -> Checked:
-    """A composed ``run.yaml``, checked (:func:`validate_run_config`) and resolved (:func:`resolved_config`)."""
+    """A composed ``run.yaml``, checked (:func:`validate_run_config`), resolved (:func:`resolved_config`) and
+    typed."""
     validate_run_config(cfg)
-    return Checked("gate-run", resolved_config(cfg))
+    return _checked("gate-run", settings.RUN, "RunConfig", cfg)
 
 
 def parse_score(cfg: Any) -> Checked:
-    """A composed ``score.yaml``, checked (:func:`validate_score_config`) and resolved (:func:`resolved_config`)."""
+    """A composed ``score.yaml``, checked (:func:`validate_score_config`), resolved and typed."""
     validate_score_config(cfg)
-    return Checked("gate-score", resolved_config(cfg))
+    return _checked("gate-score", settings.SCORE, "ScoreConfig", cfg)
 
 
 def validate_command_config(cfg: Any, section: settings.Section, what: str) -> dict[str, Any]:

@@ -31,7 +31,6 @@ import dataclasses
 import time
 import warnings
 from pathlib import Path
-from typing import Any
 
 from omegaconf import DictConfig
 
@@ -105,65 +104,65 @@ def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
 def run_score(cfg: DictConfig | Checked) -> ScoreResult:
     """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``, or one gate-score's
     parse already checked), appending records."""
-    config = (cfg if isinstance(cfg, Checked) else parse_score(cfg)).config
-    label = f"{config['encoder']['name']} × {config['dataset']['name']}/{config['split']}"
-    return dataclasses.replace(_run(config), label=label)
+    checked = cfg if isinstance(cfg, Checked) else parse_score(cfg)
+    label = f"{checked.run.encoder['name']} × {checked.spec.name}/{checked.run.split}"
+    return dataclasses.replace(_run(checked), label=label)
 
 
-def _run(config: dict[str, Any]) -> ScoreResult:
+def _run(checked: Checked) -> ScoreResult:
+    run, config = checked.run, checked.config  # checked and typed once (gate.settings.ScoreConfig)
     ident = identity(config, "score")
     exp = experiment_id(config, "score")
-    store = ResultsStore(config["paths"]["results"])
-    task = config["dataset"]["task"]
+    store = ResultsStore(run.paths.results)
+    task = checked.spec.task
     if not family(task).transferability:
         scored = sorted(n for n, f in families().items() if f.transferability)
         raise ValueError(f"gate-score scores datasets of the task families {scored}; dataset "
-                         f"{config['dataset']['name']!r} is a {task!r} task")
-    names = config.get("metrics")
+                         f"{checked.spec.name!r} is a {task!r} task")
+    names = run.metrics
     if names is not None:
         names = [names] if isinstance(names, str) else list(names)
         if not names:  # would be "done" at once: a set of no score is never what was meant
             raise ValueError("metrics=[] names no score: give metrics=null for every applicable score, or the "
                              "scores to compute, e.g. metrics=[logme,rankme]")
         _wanted(names, None)  # unknown names fail before any work
-    force = bool(config["force"])
+    force = run.force
     store.check_writable()  # a store that cannot take the scores: said now, not after the feature pass
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
         return ScoreResult(exp, True, {}, {}, store.path)
-    with ExperimentLock(Path(config["paths"]["runs"]) / exp, exp):
+    with ExperimentLock(Path(run.paths.runs) / exp, exp):
         done = {r["metric"] for r in store.complete_records(exp, "score")}  # a twin may have finished meanwhile
         if not force and _all_done(names, done):
             return ScoreResult(exp, True, {}, {}, store.path)
-        return _score(config, ident, exp, store, names, done, force)
+        return _score(checked, ident, exp, store, names, done, force)
 
 
-def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
+def _score(checked: Checked, ident, exp, store, names, done, force) -> ScoreResult:
     import torch
 
     from ..data.loading import resolve_num_workers, resolve_pin_memory
     from ..transferability import SCORES, feature_rank
     from .features import cached_features  # heavy (encoders, datasets): only when there is work to do
 
-    task = config["dataset"]["task"]
+    run, config = checked.run, checked.config
+    task, encoder, where = checked.spec.task, run.encoder["name"], f"{checked.spec.name}/{run.split}"
 
-    # Every setting from the composed config (conf/score.yaml states the defaults, once; validation checked them).
-    device = _device(str(config["device"]))
+    # Every setting from the typed config (conf/score.yaml states the defaults, once; the parse checked them).
+    device = _device(run.device)
     cuda = torch.device(device).type == "cuda"
-    pin_memory, note = resolve_pin_memory(config["pin_memory"], cuda=cuda)
+    pin_memory, note = resolve_pin_memory(run.pin_memory, cuda=cuda)
     if note:
         print(f"[gate] {note}")
-    feats = cached_features(config, config["split"], config["max_samples"],
-                            config["paths"]["cache"] if config["cache"] else None,
-                            refresh=not config["cache"], batch_size=int(config["batch_size"]),
-                            num_workers=resolve_num_workers(config["num_workers"], cuda=cuda), pin_memory=pin_memory,
-                            device=device,
-                            progress=bool(config["progress_bar"]))
+    feats = cached_features(config, run.split, run.max_samples, run.paths.cache if run.cache else None,
+                            refresh=not run.cache, batch_size=run.batch_size,
+                            num_workers=resolve_num_workers(run.num_workers, cuda=cuda), pin_memory=pin_memory,
+                            device=device, progress=run.progress_bar)
     try:
         wanted = [m for m in _wanted(names, feats.source_probs is not None) if force or m not in done]
     except ValueError as err:
         if feats.source_probs is None and names and any(SCORES[m].needs == "source_probs" for m in names):
-            raise NeedsSourceHead(config["encoder"]["name"], [m for m in names if SCORES[m].needs == "source_probs"],
+            raise NeedsSourceHead(encoder, [m for m in names if SCORES[m].needs == "source_probs"],
                                   str(err)) from None
         raise
     features = feats.features.to(device=device, dtype=torch.float64)
@@ -182,16 +181,14 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     if failed:
         # A set is stored only whole: the scores that did compute, stored alone, would read as a complete set (a
         # damaged input once stored rankme and etran_energy alone, and later calls never recomputed them).
-        where = f"{config['encoder']['name']} × {config['dataset']['name']}/{config['split']}"
         kept = [m for m in (names or _wanted(None, feats.source_probs is not None)) if m not in failed]
-        raise ValueError(f"gate-score on {where}: {len(failed)} of {len(wanted)} score(s) failed: "
+        raise ValueError(f"gate-score on {encoder} × {where}: {len(failed)} of {len(wanted)} score(s) failed: "
                          + "; ".join(f"{m} failed ({why})" for m, why in failed.items())
                          + "; nothing stored (a score set is stored only whole)"
                          + (f"; to store the others: metrics=[{','.join(kept)}]" if kept else ""))
 
-    common = dict(experiment=exp, kind="score", encoder=config["encoder"]["name"], dataset=config["dataset"]["name"],
-                  task=task, adapter="", recipe="", seed=int(config["seed"]), split=config["split"],
-                  git=git_describe())
+    common = dict(experiment=exp, kind="score", encoder=encoder, dataset=checked.spec.name, task=task, adapter="",
+                  recipe="", seed=run.seed, split=run.split, git=git_describe())
     run_info = dict(extract_seconds=round(feats.seconds, 4), features_from_cache=feats.from_cache,
                     num_samples=feats.num_samples, feature_dim=int(feats.features.shape[1]),
                     num_classes=int(torch.unique(labels).numel()))
@@ -200,9 +197,8 @@ def _score(config, ident, exp, store, names, done, force) -> ScoreResult:
     degenerate = {name: why for name in values if (why := SCORES[name].degenerate(
         run_info["num_samples"], run_info["num_classes"], feature_rank=run_info.get("feature_rank")))}
     for name, why in degenerate.items():
-        warnings.warn(f"gate-score: {name} is degenerate on {config['encoder']['name']} × "
-                      f"{config['dataset']['name']}/{config['split']} ({why}): its fit on these rows is exact for "
-                      "any labels", stacklevel=2)
+        warnings.warn(f"gate-score: {name} is degenerate on {encoder} × {where} ({why}): its fit on these rows is "
+                      "exact for any labels", stacklevel=2)
     with signals.critical():  # the score set goes out whole; a stop signal waits for it
         store.append_set((Record(metric=name, value=value, config=ident, **common,
                                  facts={"seconds": round(seconds[name], 6), **run_info,

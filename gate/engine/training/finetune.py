@@ -23,7 +23,7 @@ from omegaconf import DictConfig
 from ... import signals
 from ...files import no_space
 from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
-from ..build import build_adapter, build_datamodule, build_encoder, build_spec, instantiate_component
+from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component
 from ..model import GATEModel
 from ..validate import Checked, parse_run
 from .checkpoints import prune, resume_point
@@ -67,62 +67,62 @@ class FinetuneResult:
 def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
     """Run the experiment ``cfg`` (a composed ``run.yaml``, or one gate-run's parse already checked) unless the
     store already has it."""
-    config = (cfg if isinstance(cfg, Checked) else parse_run(cfg)).config  # every problem, before anything is built
-    label = (f"{config['encoder']['name']} × {config['dataset']['name']} × {config['adapter']['name']} × "
-             f"{config['recipe']['name']} (seed {config['seed']})")
-    return dataclasses.replace(_run(config), label=label)
+    checked = cfg if isinstance(cfg, Checked) else parse_run(cfg)  # every problem, before anything is built
+    run = checked.run
+    label = f"{run.encoder['name']} × {checked.spec.name} × {run.adapter['name']} × {run.recipe.name} (seed {run.seed})"
+    return dataclasses.replace(_run(checked), label=label)
 
 
-def _run(config: dict[str, Any]) -> FinetuneResult:
-    check_devices(config["trainer"])  # a GPU asked for on a machine without one: before any work
-    exp = experiment_id(config, "finetune")
-    store = ResultsStore(config["paths"]["results"])
-    run_dir = Path(config["paths"]["runs"]).expanduser().resolve() / exp
-    force = bool(config["force"])
+def _run(checked: Checked) -> FinetuneResult:
+    run = checked.run
+    check_devices(run.trainer)  # a GPU asked for on a machine without one: before any work
+    exp = experiment_id(checked.config, "finetune")
+    store = ResultsStore(run.paths.results)
+    run_dir = Path(run.paths.runs).expanduser().resolve() / exp
+    force = run.force
     store.check_writable()  # a store that cannot take the records: said now, not after hours of training
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
     # a full disk anywhere in the run (a checkpoint, the logger's files, the records) names the file and what to free
     with no_space(run_dir, "the run's checkpoints, logs and records"):
         if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only)
-            return _finetune(config, exp, store, run_dir, force, lead=False)
+            return _finetune(checked, exp, store, run_dir, force, lead=False)
         with ExperimentLock(run_dir, exp):
             if store.has_experiment(exp, kind="finetune") and not force:  # a twin finished while we waited
                 return FinetuneResult(exp, True, {}, store.path, run_dir)
-            return _finetune(config, exp, store, run_dir, force, lead=True)
+            return _finetune(checked, exp, store, run_dir, force, lead=True)
 
 
-def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Path, force: bool,
+def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, force: bool,
               lead: bool) -> FinetuneResult:
     """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
     aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
+    run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
     started = time.perf_counter()
     facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
     ckpt_dir = run_dir / "checkpoints"
     if force and lead and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
     resume = None if force else resume_point(ckpt_dir, set_aside_damaged=lead)
-    L.seed_everything(int(config["seed"]), workers=True, verbose=False)
+    L.seed_everything(run.seed, workers=True, verbose=False)
 
-    encoder = build_encoder(config["encoder"], config["dataset"].get("modality"), seed=int(config["seed"]))
-    spec = build_spec(config["dataset"])  # once per run: the adapter and the data module share it
-    adapter = build_adapter(config["adapter"], encoder, spec)
+    encoder = build_encoder(run.encoder, spec.modality, seed=run.seed)
+    adapter = build_adapter(run.adapter, encoder, spec)  # one spec: the adapter and the data module share it
     facts.monitor = f"val/{adapter.monitor}"  # its curve is a fact of the run (val_curve)
-    datamodule = build_datamodule(config, encoder, adapter, spec)
-    recipe = config["recipe"]
+    datamodule = build_datamodule(run, encoder, adapter, spec)
+    recipe = run.recipe
     model = GATEModel(encoder, adapter,
-                      optimizer=hydra.utils.instantiate(recipe["optimizer"], _convert_="all"),
-                      scheduler=hydra.utils.instantiate(recipe["scheduler"], _convert_="all")
-                      if recipe.get("scheduler") else None,
-                      scheduler_interval=recipe["scheduler_interval"], scheduler_monitor=recipe["scheduler_monitor"],
-                      freeze_encoder=bool(recipe["freeze_encoder"]))  # the recipe YAML states them (validated)
+                      optimizer=hydra.utils.instantiate(recipe.optimizer.as_dict(), _convert_="all"),
+                      scheduler=hydra.utils.instantiate(recipe.scheduler.as_dict(), _convert_="all")
+                      if recipe.scheduler else None,
+                      scheduler_interval=recipe.scheduler_interval, scheduler_monitor=recipe.scheduler_monitor,
+                      freeze_encoder=recipe.freeze_encoder)
 
-    if config["compile"] is not False:  # validated: true or a torch.compile mode torch can honour here
-        model.encoder.compile(**({} if config["compile"] is True else {"mode": str(config["compile"])}))
+    if run.compile is not False:  # true or a torch.compile mode torch can honour here
+        model.encoder.compile(**({} if run.compile is True else {"mode": run.compile}))
 
-    logger = instantiate_component(config["logger"], name=exp) if config.get("logger") else None
-    evaluate_test = bool(config["evaluate_test"])  # conf/run.yaml states the default (true); validated boolean
-    ensemble_sizes = tuple(config["ensembles"]) if evaluate_test else ()  # conf/run.yaml states the default
+    logger = instantiate_component(run.logger, name=exp) if run.logger else None
+    ensemble_sizes = run.ensembles if run.evaluate_test else ()
     checkpoints = checkpoint_callback(ckpt_dir, adapter.monitor, adapter.monitor_mode,
                                       top_k=max(ensemble_sizes + (1,)))
     trainer = build_trainer(config["trainer"], [checkpoints, facts, *logging], logger, run_dir)
@@ -138,10 +138,11 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     best_val = checkpoints.best_model_score
     if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
-                           f"<= trainer.max_steps ({config['trainer'].get('max_steps')})")
+                           f"<= trainer.max_steps ({run.trainer.max_steps})")
     # evaluate_test=false (gate-rank's rungs): the test split is never evaluated; only the val record is stored
     with signals.lightning_stops():
-        metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if evaluate_test else {}
+        metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if run.evaluate_test \
+            else {}
     if logger is not None and metrics:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 
@@ -159,7 +160,7 @@ def _finetune(config: dict[str, Any], exp: str, store: ResultsStore, run_dir: Pa
     with signals.critical():  # the record set goes out whole; a stop signal waits for it
         store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
         signals.recorded(f"experiment {exp}")
-    prune(ckpt_dir, ranked, str(config["keep_checkpoints"]))
+    prune(ckpt_dir, ranked, run.keep_checkpoints)
     logger_dir = logger_run_dir(logger)
     if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
         logger.experiment.finish()

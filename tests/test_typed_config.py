@@ -1,0 +1,55 @@
+"""Parse once into typed objects: gate-run's and gate-score's configs are checked, resolved and built into frozen
+dataclasses generated from the settings tables (gate.settings.typed), which their stages read."""
+
+import dataclasses
+
+import pytest
+
+from gate import settings
+from gate.engine.validate import parse_run, parse_score
+from gate.errors import ConfigError
+from gate.results import experiment_id
+
+from helpers import compose_run
+
+
+def test_the_run_configs_fields_are_the_declared_keys_of_its_table():
+    fields = {f.name for f in dataclasses.fields(settings.RunConfig)} - {"_source"}
+    assert fields == set(settings.RUN.settings)
+    data = next(f.type for f in dataclasses.fields(settings.RunConfig) if f.name == "data")
+    assert {f.name for f in dataclasses.fields(data)} - {"_source"} == set(settings.DATA.settings)
+    assert settings.typed(settings.RUN, "anything") is settings.RunConfig  # one class per table
+
+
+def test_gate_runs_parse_gives_typed_values_and_keeps_the_plain_data_it_hashes(tmp_path):
+    cfg = compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch", "data.batch_size=16",
+                                 "recipe.optimizer.lr=1", "+trainer.accumulate_grad_batches=2"])
+    checked = parse_run(cfg)
+    run = checked.run
+    assert isinstance(run, settings.RunConfig)
+    assert run.data.batch_size == 16 and isinstance(run.trainer.max_steps, int)
+    assert run.recipe.optimizer.lr == 1.0 and isinstance(run.recipe.optimizer.lr, float)  # a float setting is a float
+    assert isinstance(run.ensembles, tuple) and run.ensembles == tuple(checked.config["ensembles"])
+    assert run.trainer["accumulate_grad_batches"] == 2  # a key handed on to the Trainer: read as a mapping
+    assert run.as_dict() == checked.config and dict(run) == checked.config
+    assert checked.spec.name == "digits" and checked.spec.num_classes == 10
+    assert experiment_id(run, "finetune") == experiment_id(checked.config, "finetune")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        run.seed = 3
+    copy = run.as_dict()
+    copy["data"]["batch_size"] = 1  # a caller's copy: nothing reaches the parsed config
+    assert run.data.batch_size == 16 and checked.config["data"]["batch_size"] == 16
+
+
+def test_gate_scores_parse_is_typed_too(tmp_path):
+    cfg = compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch", "metrics=[logme]"], config_name="score")
+    checked = parse_score(cfg)
+    assert isinstance(checked.run, settings.ScoreConfig)
+    assert checked.run.metrics == ("logme",) and checked.run.split in settings.SPLITS and checked.run.cache in (True, False)
+
+
+def test_parse_checks_before_it_builds_one_line_naming_the_key():
+    good = {**settings.yaml_defaults(settings.DATA), "batch_size": 8}
+    assert settings.parse(settings.DATA, good, "Data").batch_size == 8
+    with pytest.raises(ConfigError, match=r"^data\.batch_size=0 is invalid: must be >= 1$"):
+        settings.parse(settings.DATA, {**good, "batch_size": 0}, "Data", prefix="data")
