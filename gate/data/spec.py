@@ -66,7 +66,13 @@ class DatasetSpec:
             object.__setattr__(self, "paper_group", fam.summary_label)
         if not self.tier_metric:
             object.__setattr__(self, "tier_metric", fam.tier_metric)
+        object.__setattr__(self, "name", str(self.name))
+        object.__setattr__(self, "num_classes", int(self.num_classes))
         object.__setattr__(self, "metrics", tuple(self.metrics) or (self.tier_metric,))
+        object.__setattr__(self, "class_names", tuple(self.class_names))
+        object.__setattr__(self, "notes_vs_gate", " ".join(str(self.notes_vs_gate).split()))
+        if self.tier_range is not None:
+            object.__setattr__(self, "tier_range", (float(self.tier_range[0]), float(self.tier_range[1])))
         object.__setattr__(self, "targets", dict(self.targets) or dict(fam.default_targets))
         object.__setattr__(self, "heads", {str(c): n for c, n in dict(self.heads).items()})
         object.__setattr__(self, "options", dict(self.options))
@@ -187,15 +193,8 @@ def spec_from_config(cfg: Mapping[str, Any]) -> DatasetSpec:
     problems = dataset_problems(cfg, run=False)  # a run's own rules: gate.engine.validate, before the spec is built
     if problems:
         raise ValueError(f"dataset {cfg.get('name', '?')!r}: " + "; ".join(problems))
-    tier_range = cfg.get("tier_range")
-    return DatasetSpec(name=str(cfg["name"]), modality=cfg["modality"], task=cfg["task"],
-                       num_classes=int(cfg["num_classes"]), metrics=tuple(cfg.get("metrics") or ()),
-                       tier_metric=cfg.get("tier_metric") or "", paper_group=cfg.get("paper_group") or "",
-                       class_names=tuple(cfg.get("class_names") or ()), input_column=cfg.get("input_column") or "",
-                       targets=cfg.get("targets") or {}, ignore_index=cfg.get("ignore_index"),
-                       heads=cfg.get("heads") or {}, options=cfg.get("options") or {},
-                       tier_range=None if tier_range is None else (float(tier_range[0]), float(tier_range[1])),
-                       notes_vs_gate=" ".join(str(cfg.get("notes_vs_gate") or "").split()))
+    # every key the spec holds, as given (a null: the spec's default); the spec normalises them itself
+    return DatasetSpec(**{f.name: cfg[f.name] for f in dataclasses.fields(DatasetSpec) if cfg.get(f.name) is not None})
 
 
 def load_dataset_spec(path: str | Path) -> DatasetSpec:
