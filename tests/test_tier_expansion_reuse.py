@@ -34,3 +34,17 @@ def test_a_seed_set_on_a_copy_is_the_seed_composed():
         direct = compose("run", overrides=["dataset=digits", "encoder=resnet18_scratch", "seed=7"])
     copied = with_seed(base, 7)
     assert resolved_config(copied) == resolved_config(direct) and base.seed == 0
+    resolved = resolved_config(base)  # what the expansion copies: resolved once, the seed set on each copy
+    assert with_seed(resolved, 7) == resolved_config(direct) and resolved["seed"] == 0
+
+
+def test_no_packaged_config_interpolates_the_seed():
+    """with_seed sets the seed on a resolved copy: right only while no config value is computed from it."""
+    from pathlib import Path
+
+    import gate.conf
+
+    conf = Path(gate.conf.__file__).resolve().parent
+    users = [str(p.relative_to(conf)) for p in conf.rglob("*.yaml") if "${seed}" in p.read_text()
+             or "${..seed}" in p.read_text()]
+    assert not users, f"configs that interpolate the seed (set it by composing instead): {users}"

@@ -1,8 +1,9 @@
 """Tier expansion: tier × encoders × seeds → experiments, each the exact ``gate-run`` it stands for.
 
 :func:`expand_tier` composes every experiment with Hydra's compose API from ``conf/run.yaml`` — the same
-composition ``gate-run`` does with the same overrides; each entry × encoder is composed once and its seeds set on
-copies (:func:`with_seed`: the seed selects no config group) — and takes its id from
+composition ``gate-run`` does with the same overrides; each entry × encoder is composed, resolved and
+validated once and its seeds set on copies (:func:`with_seed`: the seed selects no config group and no value
+interpolates it) — and takes its id from
 :func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
 records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
 entries an encoder cannot take (skipped, with a note) and every error found without training, collected
@@ -278,16 +279,17 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                 later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
                 paper = tuple(o for o in paper if override_key(o) not in later)
             for enc in encoders:
-                composed: Any = None  # the entry × encoder composed once; each seed is set on a copy of it
+                # The entry × encoder is composed, resolved and validated once; each seed is set on a copy of the
+                # resolved config (the seed selects no config group and no config value interpolates it).
+                resolved: Any = None
+                invalid: str | None = None
                 for seed in seeds:
                     ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
-                        if composed is None:
-                            cfg = composed = compose("run", overrides=list(ovs))
-                        else:
-                            cfg = with_seed(composed, seed)
-                        config = resolved_config(cfg)
+                        if resolved is None:
+                            resolved = resolved_config(compose("run", overrides=list(ovs)))
+                        config = with_seed(resolved, seed)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
                         continue
@@ -312,10 +314,14 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                             problems.append(why_not)
                         elif why_not:
                             elsewhere.append(why_not)
-                    try:
-                        validate_run_config(cfg)
-                    except ConfigError as err:
-                        problems.append(f"{where}: {err}")
+                    if invalid is None:
+                        try:
+                            validate_run_config(config)
+                            invalid = ""
+                        except ConfigError as err:
+                            invalid = str(err)
+                    if invalid:
+                        problems.append(f"{where}: {invalid}")
                         continue
                     exp_id = experiment_id(config, "finetune")
                     if first_entry.setdefault(exp_id, number) != number:  # listed twice: one experiment, run once
@@ -339,12 +345,15 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 
 
 def with_seed(cfg: Any, seed: int) -> Any:
-    """A copy of a composed run config with another ``seed``: what composing it with ``seed=<seed>`` gives (the
-    seed is one root key that selects no config group), without composing again (tier expansion composes each
-    entry × encoder once, not once per seed)."""
-    from omegaconf import open_dict
+    """A copy of a composed (or resolved) run config with another ``seed``: what composing it with ``seed=<seed>``
+    gives (the seed is one root key that selects no config group, and no config value interpolates it), without
+    composing again (tier expansion composes each entry × encoder once, not once per seed)."""
+    from omegaconf import OmegaConf, open_dict
 
     out = copy.deepcopy(cfg)
+    if not OmegaConf.is_config(out):
+        out["seed"] = seed
+        return out
     with open_dict(out):
         out.seed = seed
     return out
