@@ -16,11 +16,13 @@ Plain Python: this module imports nothing of gate's, so any floor may use it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+_ABSENT = object()
 
 __all__ = ["Registry"]
 
@@ -58,6 +60,20 @@ class Registry(Mapping[str, T], Generic[T]):
                                  f"first")
         self._entries[name] = thing
         return thing
+
+    @contextlib.contextmanager
+    def replacing(self, name: str, thing: Any) -> Iterator[Any]:
+        """``name`` held by ``thing`` inside the ``with`` block, what it held before (or nothing) after it: a test
+        that swaps a score for a broken one, without the refusal :meth:`register` gives a different entry."""
+        before = self._entries.get(name, _ABSENT)
+        self._entries[name] = thing
+        try:
+            yield thing
+        finally:
+            if before is _ABSENT:
+                self._entries.pop(name, None)
+            else:
+                self._entries[name] = before
 
     def unregister(self, name: str) -> Any:
         """Remove ``name`` (tests that register a toy entry clean up with this); returns what it held, or None."""

@@ -98,3 +98,11 @@ def test_gate_finds_families_renderers_scores_launchers_and_statistics_through_i
     for reg in (FAMILIES, RENDERERS, SCORES, DISCREPANCIES, LAUNCHERS, STATISTICS):
         assert isinstance(reg, Registry) and reg.names()
     assert "launch=" in LAUNCHERS.unknown("x") and "unknown task family 'x'" in FAMILIES.unknown("x")
+
+
+def test_replacing_swaps_an_entry_for_a_block_and_puts_it_back():
+    reg = Registry("widget")
+    reg.register("a", len)
+    with reg.replacing("a", print) as swapped, reg.replacing("b", abs):
+        assert reg["a"] is print is swapped and reg["b"] is abs
+    assert reg["a"] is len and "b" not in reg

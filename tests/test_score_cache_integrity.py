@@ -120,9 +120,9 @@ def test_a_score_that_fails_stores_no_partial_set(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a single class in the subsample")
 
-    monkeypatch.setitem(SCORES, "logme", dataclasses.replace(SCORES["logme"], fn=broken))
-    with pytest.raises(ValueError, match=r"logme failed \(a single class in the subsample\).*nothing stored.*"
-                                         r"metrics=\[") as err:
+    with SCORES.replacing("logme", dataclasses.replace(SCORES["logme"], fn=broken)), \
+            pytest.raises(ValueError, match=r"logme failed \(a single class in the subsample\).*nothing stored.*"
+                                            r"metrics=\[") as err:
         run_score(score_cfg(tmp_path, "encoder=resnet18_scratch"))
     assert "\n" not in str(err.value)
     assert ResultsStore(tmp_path / "results" / "records.jsonl").records() == []

@@ -901,7 +901,8 @@ def compute_line(result: RankResult) -> str:
     basis = sorted(set(led.full_basis.values()))
     missing = f"; not measured: {', '.join(led.unmeasured)}" if led.unmeasured else ""
     return (f"[gate] compute: {minutes(led.spent_seconds)} spent of {minutes(led.planned_total)} planned "
-            f"(spent/planned {shown(led.planned_vs_spent, '.2f')}); the full tier {minutes(led.full_seconds)} "
+            f"(cost model, item by item: spent/predicted {shown(led.planned_vs_spent, '.2f')}); "
+            f"the full tier {minutes(led.full_seconds)} "
             f"({'/'.join(basis) or '—'}) → {shown(led.fraction)} of it (planned {shown(led.planned_fraction)}, "
             f"budget {led.budget}){missing}")
 

@@ -45,7 +45,8 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
     parts.append("<h2>Predicted ranking on the tier</h2>" + _table(tr.rename(columns={"mean_rank": "mean_rank†"}), ".2f")
                  + f"<p>{html.escape(predicted_footnote(result))}</p>")
     parts.append(f"<h2>Plan and cost</h2><p>{html.escape(result.plan.why)}. Spent <b>{minutes(led.spent_seconds)}</b> "
-                 f"of {minutes(led.planned_total)} planned (spent/planned {shown(led.planned_vs_spent, '.2f')}); the full "
+                 f"of {minutes(led.planned_total)} planned (cost model, item by item: spent/predicted "
+                 f"{shown(led.planned_vs_spent, '.2f')}); the full "
                  f"tier {minutes(led.full_seconds)} → <b>{shown(led.fraction)}</b> of it (planned "
                  f"{shown(led.planned_fraction)}).{' <b>' + html.escape(led.overrun()) + '</b>' if led.overrun() else ''}"
                  "</p>")
