@@ -155,3 +155,17 @@ def test_gate_run_end_to_end(tmp_path, capsys):
         assert name in metrics, (name, sorted(metrics))
     assert {r["metric"] for r in records if r["split"] == "val"} == {"auc_macro"}
     assert all(0.0 <= r["value"] <= 1.0 for r in records if r["metric"].split("/")[-2:][0] in ("auc_macro", "auc"))
+
+
+def test_a_read_only_target_row_becomes_its_own_tensor_without_a_warning():
+    """Arrow hands the data module read-only arrays; sharing a float32 one with torch printed torch's "not writable"
+    warning in every multi-label run (seen in gate-rank's output)."""
+    import warnings
+
+    row = np.array([1, 0, 1], dtype=np.float32)
+    row.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        target = adapter().example_targets({"labels": row})["labels"]
+    target[0] = 0  # its own memory: the row is untouched
+    assert row.tolist() == [1, 0, 1] and target.dtype == torch.float32

@@ -235,7 +235,8 @@ class MultilabelClassifier(Adapter):
 
     # ------------------------------------------------------------------------------------------- data
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
-        return {self.column: torch.as_tensor(np.asarray(row[self.column]), dtype=torch.float32)}
+        # a copy: Arrow hands out read-only arrays, and a float32 one shared with torch warned on every run
+        return {self.column: torch.tensor(np.asarray(row[self.column]), dtype=torch.float32)}
 
     def target_columns(self, spec) -> list[str]:
         return [spec.column("multi_hot")]
@@ -248,7 +249,7 @@ class MultilabelClassifier(Adapter):
         example: :func:`defined_classes`). An evaluation split that defines none is refused: ``auc_macro``, the
         checkpoint monitor and the tier metric, would be undefined (e.g. ``data.max_test_samples=1``)."""
         rows = check_multi_hot(spec, name, split, spec.column("multi_hot"))
-        defined = defined_classes(torch.as_tensor(rows)).numpy()
+        defined = defined_classes(torch.tensor(np.asarray(rows))).numpy()
         self.split_defined[name] = defined
         if name in ("val", "test") and not defined.any():
             raise ValueError(f"dataset {spec.name!r}: split {name!r} ({len(rows)} examples) has no class with both a "
