@@ -49,3 +49,12 @@ def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
                    prog="gate-run")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "test/" in out.stdout and len(calls) == 1, (len(calls), out.stdout[-1000:])
+
+
+def test_a_warning_prints_as_one_line():
+    """scikit-learn's convergence warning spans six lines (a URL each); gate's printout keeps one line per warning."""
+    from gate.cli.common import _one_line_warning
+
+    text = _one_line_warning(UserWarning("lbfgs failed to converge\n\nIncrease the number of iterations\n    https://x"),
+                             UserWarning, "f.py", 1)
+    assert text == "[gate] warning: lbfgs failed to converge Increase the number of iterations https://x\n"

@@ -236,7 +236,8 @@ def quiet_lightning() -> None:
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:
-    return f"[gate] warning: {message}\n"
+    """A warning as one line (a library's own may span several: scikit-learn's convergence warning is six)."""
+    return f"[gate] warning: {' '.join(str(message).split())}\n"
 
 
 def _redirect_writes(root: str) -> None:
