@@ -319,3 +319,14 @@ def test_encoders_from_your_own_config_dir(tmp_path):
     assert exp.encoder == "my_lite" and f"hydra.searchpath=[file://{tmp_path / 'my_configs'}]" in exp.overrides
     rest = [o for o in exp.overrides if not o.startswith("paths.root=")]
     assert exp.id == experiment_id(resolved_config(compose_run(tmp_path / "out", rest)), "finetune")
+
+
+def test_a_long_expansion_says_how_far_it_is(tmp_path, monkeypatch):
+    """The paper's full table composes 651 benchmark × encoder pairs (minutes): the expansion is not silent."""
+    import gate.tiers.expand as expand
+
+    monkeypatch.setattr(expand, "PROGRESS_SECONDS", 0.0)
+    lines = []
+    plan = expand_tier(parse_tier(TINY, "tiny"), ["efficientnet_lite0", "minilm"], tmp_path, progress=lines.append)
+    assert len(plan.experiments) == 6
+    assert len(lines) == 1 and lines[0].startswith("[gate]   1 of 2 benchmarks composed × 2 encoder(s) (")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -33,6 +34,9 @@ from gate.paths import path_part
 from gate.results import ResultsStore, experiment_id, stable_hash
 from gate.settings import TIER_FILE, target_of
 from gate.tiers.spec import IDENTITY_KEYS, Entry, Tier, override_key, parse_tier
+
+#: The longest a tier expansion stays silent (its progress lines).
+PROGRESS_SECONDS = 15.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,12 +216,13 @@ def paper_protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
 def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds: Sequence[int] | None = None,
                 overrides: Sequence[str] = (), searchpath: Sequence[str] = (),
                 check_prepared: Callable[[Mapping[str, Any]], str | None] | None = None,
-                unprepared_is_error: bool = True) -> Plan:
+                unprepared_is_error: bool = True, progress: Callable[[str], None] | None = None) -> Plan:
     """Every experiment of ``tier`` for ``encoders`` × seeds (the tier's, unless ``seeds``), with ``overrides``
     (gate-run overrides for all, after the tier's and the entry's). Raises one :class:`ConfigError` listing every
     problem found without training. ``check_prepared`` (default: the data stage's
     :func:`gate.engine.prepare.why_not_prepared`) says why a benchmark cannot run here; with ``unprepared_is_error``
-    false (jobs described for another machine) that is a warning, not a problem."""
+    false (jobs described for another machine) that is a warning, not a problem. ``progress`` gets a line at most
+    every :data:`PROGRESS_SECONDS` while the benchmarks are composed (a paper-sized tier takes minutes)."""
     from hydra.errors import HydraException
 
     from gate.engine.validate import resolved_config, validate_run_config
@@ -268,7 +273,12 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         prepared_seen: set[str] = set()
         first_entry: dict[str, int] = {}  # experiment id → the entry that gave it first
         twins: dict[tuple[int, int], str] = {}  # (first entry, later entry) → their dataset(s)
+        started = last_said = time.monotonic()
         for number, entry in enumerate(tier.entries, 1):
+            if progress is not None and number > 1 and time.monotonic() - last_said >= PROGRESS_SECONDS:
+                last_said = time.monotonic()
+                progress(f"[gate]   {number - 1} of {len(tier.entries)} benchmarks composed × {len(encoders)} "
+                         f"encoder(s) ({last_said - started:.0f} s)")
             paper: tuple[str, ...] = ()
             if tier.use_paper_protocol:
                 try:

@@ -104,7 +104,8 @@ def run(call: TierCall, echo: Callable[..., None] = print) -> TierOutcome:
     say = (lambda *a, **k: print(*a, file=sys.stderr, **k)) if launcher.kind.output_on_stdout else echo
     say(f"[gate] expanding tier {tier.name} for {', '.join(plain['encoders'])} ...", flush=True)
     plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], seeds=plain["seeds"],
-                       overrides=plain["overrides"], searchpath=call.searchpath, unprepared_is_error=not describe_only)
+                       overrides=plain["overrides"], searchpath=call.searchpath, unprepared_is_error=not describe_only,
+                       progress=lambda line: say(line, flush=True))
     if not plain["force"]:
         plan.mark_done(plan.store())
     for line in plan.describe():
