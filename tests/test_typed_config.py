@@ -53,3 +53,13 @@ def test_parse_checks_before_it_builds_one_line_naming_the_key():
     assert settings.parse(settings.DATA, good, "Data").batch_size == 8
     with pytest.raises(ConfigError, match=r"^data\.batch_size=0 is invalid: must be >= 1$"):
         settings.parse(settings.DATA, {**good, "batch_size": 0}, "Data", prefix="data")
+
+
+def test_every_declared_section_has_its_typed_class():
+    """A key a section declares must be a field name (an identifier, not a keyword): a table that cannot become its
+    dataclass fails here, not in a user's run."""
+    sections = {name: value for name, value in vars(settings).items() if isinstance(value, settings.Section)}
+    assert len(sections) >= 15
+    for name, section in sections.items():
+        cls = settings.typed(section, f"Typed{name.title().replace('_', '')}")
+        assert {f.name for f in dataclasses.fields(cls)} - {"_source"} == set(section.settings), name
