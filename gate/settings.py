@@ -453,6 +453,15 @@ def yaml_defaults(section: Section | str) -> dict[str, Any]:
     return dict(_yaml(where))
 
 
+def default_path(key: str, root: str | Path) -> Path:
+    """Where ``conf/paths/default.yaml`` puts ``key`` (``results``, ``runs``, ``data``, ...) under the output root
+    ``root``: the layout read from the one file that states it (a measurement reading a store, a plan without
+    experiments)."""
+    from omegaconf import OmegaConf
+
+    return Path(OmegaConf.create({"paths": {**yaml_defaults("paths/default.yaml"), "root": str(root)}}).paths[key])
+
+
 def recipe_architectures() -> tuple[str, ...]:
     """What ``encoder.architecture`` may say: the recipes of conf/recipe/ whose name has no variant suffix
     (``conv``, ``hybrid``, ``vit``; ``conv_segmentation`` is a variant of ``conv``)."""

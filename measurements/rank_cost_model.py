@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from gate.ranking.cost import CostModel, observation  # noqa: E402
 from gate.ranking.pipeline import features_of  # noqa: E402
+from gate.settings import default_path  # noqa: E402
 
 
 def runs(records_path: Path) -> list[tuple]:
@@ -47,7 +48,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True, help="an output root (its results/records.jsonl)")
     args = ap.parse_args()
-    path = Path(args.root) / "results" / "records.jsonl"
+    path = default_path("results", args.root)
     if not path.is_file():
         print(f"rank_cost_model: {path}: no such file", file=sys.stderr)
         return 2

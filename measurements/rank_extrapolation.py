@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 from gate.metrics import lookup, monitor_mode  # noqa: E402
 from gate.ranking.complete import kendall  # noqa: E402
 from gate.ranking.curves import extrapolate  # noqa: E402
+from gate.settings import default_path  # noqa: E402
 
 FRACTIONS = (1 / 4, 1 / 3, 2 / 3)
 
@@ -69,7 +70,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--root", required=True)
     args = ap.parse_args()
-    path = Path(args.root) / "results" / "records.jsonl"
+    path = default_path("results", args.root)
     if not path.is_file():
         print(f"rank_extrapolation: {path}: no such file", file=sys.stderr)
         return 2

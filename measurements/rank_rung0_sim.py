@@ -25,6 +25,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import kendalltau
 
+from gate.settings import default_path
+
 
 def val_curve(root: Path, exp: str) -> dict[int, float]:
     out: dict[int, float] = {}
@@ -48,7 +50,7 @@ def main() -> None:
     ap.add_argument("--score", default="knn_acc")
     args = ap.parse_args()
     root = Path(args.root)
-    records = [json.loads(x) for x in (root / "results" / "records.jsonl").read_text().splitlines() if x.strip()]
+    records = [json.loads(x) for x in default_path("results", root).read_text().splitlines() if x.strip()]
     ft = [r for r in records if r["kind"] == "finetune" and r["metric"] == "acc@1"]
     benches = sorted({r["dataset"] for r in ft if r["config"]["trainer"]["max_steps"] == args.full_steps})
     for bench in benches:

@@ -28,6 +28,7 @@ from rank_extrapolation import curve_runs  # noqa: E402
 
 from gate.metrics import monitor_mode  # noqa: E402
 from gate.ranking import prior  # noqa: E402
+from gate.settings import default_path  # noqa: E402
 
 
 def groups(path: Path) -> dict[tuple[str, int], dict[str, dict]]:
@@ -60,7 +61,7 @@ def main() -> int:
     ap.add_argument("--root", required=True)
     ap.add_argument("--benchmarks", default=None, help="comma-separated (default: every benchmark of the store)")
     args = ap.parse_args()
-    path = Path(args.root) / "results" / "records.jsonl"
+    path = default_path("results", args.root)
     if not path.is_file():
         print(f"rank_seed_agreement: {path}: no such file", file=sys.stderr)
         return 2

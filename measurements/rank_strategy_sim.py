@@ -36,13 +36,15 @@ import numpy as np
 import pandas as pd
 from scipy.stats import kendalltau
 
+from gate.settings import default_path
+
 
 def load(root: Path, full_steps: int) -> tuple[dict, dict]:
     """truth[bench][seed] = Series(encoder -> test tier metric, higher is better) and
     curve[bench][seed][encoder] = {step: validation value}."""
     from gate.metrics import lookup
 
-    records = [json.loads(x) for x in (root / "results" / "records.jsonl").read_text().splitlines() if x.strip()]
+    records = [json.loads(x) for x in default_path("results", root).read_text().splitlines() if x.strip()]
     truth: dict = {}
     curve: dict = {}
     for r in records:
@@ -67,7 +69,7 @@ def load(root: Path, full_steps: int) -> tuple[dict, dict]:
 def load_score(root: Path, score: str) -> dict[str, pd.Series]:
     """score[bench] = Series(encoder -> value, higher is better) from the store's score records."""
     out: dict = {}
-    for line in (root / "results" / "records.jsonl").read_text().splitlines():
+    for line in default_path("results", root).read_text().splitlines():
         r = json.loads(line) if line.strip() else {}
         if r.get("kind") == "score" and r["metric"] == score:
             out.setdefault(r["dataset"], {})[r["encoder"]] = r["value"] if r.get("higher_is_better", True) else -r["value"]

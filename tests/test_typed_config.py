@@ -63,3 +63,10 @@ def test_every_declared_section_has_its_typed_class():
     for name, section in sections.items():
         cls = settings.typed(section, f"Typed{name.title().replace('_', '')}")
         assert {f.name for f in dataclasses.fields(cls)} - {"_source"} == set(section.settings), name
+
+
+def test_the_store_layout_under_a_root_is_read_from_the_paths_config(tmp_path):
+    """Measurements and a plan without experiments find a root's store where a composed run puts it."""
+    checked = parse_run(compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch"]))
+    for key in ("results", "runs", "data"):
+        assert str(settings.default_path(key, tmp_path)) == checked.config["paths"][key]

@@ -32,7 +32,7 @@ from gate.errors import ConfigError
 from gate.files import regular_file
 from gate.paths import path_part
 from gate.results import ResultsStore, experiment_id, stable_hash
-from gate.settings import TIER_FILE, target_of
+from gate.settings import TIER_FILE, default_path, target_of
 from gate.tiers.spec import IDENTITY_KEYS, Entry, Tier, override_key, parse_tier
 
 #: The longest a tier expansion stays silent (its progress lines).
@@ -80,7 +80,7 @@ class Plan:
 
     def store(self) -> ResultsStore:
         """The results store the tier's runs append to (``paths.results`` of their configs)."""
-        results = {e.config["paths"]["results"] for e in self.experiments} or {str(self.root / "results" / "records.jsonl")}
+        results = {e.config["paths"]["results"] for e in self.experiments} or {str(default_path("results", self.root))}
         if len(results) > 1:
             raise ConfigError(f"tier {self.tier.name}: its experiments write to different results stores "
                               f"({sorted(results)}); give them one paths.results")
