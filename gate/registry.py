@@ -24,7 +24,16 @@ from typing import Any, Generic, TypeVar
 T = TypeVar("T")
 _ABSENT = object()
 
-__all__ = ["Registry"]
+__all__ = ["Registry", "load_object"]
+
+
+def load_object(where: str) -> Any:
+    """What ``"module:attr"`` (or ``"module:attr.attr"``) names, importing the module."""
+    module, _, path = where.partition(":")
+    found: Any = importlib.import_module(module)
+    for attr in path.split(".") if path else ():
+        found = getattr(found, attr)
+    return found
 
 
 class Registry(Mapping[str, T], Generic[T]):
@@ -127,11 +136,7 @@ class Registry(Mapping[str, T], Generic[T]):
     def _resolve(self, name: str) -> T:
         value = self._entries[name]
         if self._lazy(value):
-            module, _, attr = value.partition(":")
-            obj: Any = importlib.import_module(module)
-            for part in attr.split("."):
-                obj = getattr(obj, part)
-            self._entries[name] = value = obj
+            self._entries[name] = value = load_object(value)
         return value
 
     def _find(self, name: str | None) -> None:

@@ -9,9 +9,10 @@ Entries are ``"module:attr"`` strings, imported when the command runs: listing t
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Mapping
 from typing import Any
+
+from gate.registry import load_object
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,11 +27,7 @@ class Command:
     retired: str | None = None             # "module:attr": {old key: what replaced it}, refused before Hydra
 
     def load(self, field: str) -> Any:
-        module, _, path = str(getattr(self, field)).partition(":")
-        found: Any = importlib.import_module(module)
-        for attr in path.split("."):
-            found = getattr(found, attr)
-        return found
+        return load_object(str(getattr(self, field)))
 
 
 _TIER_LISTS = {"encoder": "encoders", "encoders": "encoders", "seeds": "seeds", "seed": "seeds"}
