@@ -48,3 +48,31 @@ def test_no_packaged_config_interpolates_the_seed():
     users = [str(p.relative_to(conf)) for p in conf.rglob("*.yaml") if "${seed}" in p.read_text()
              or "${..seed}" in p.read_text()]
     assert not users, f"configs that interpolate the seed (set it by composing instead): {users}"
+
+
+def _composed_alone(overrides):
+    from hydra import compose
+
+    from gate.engine.validate import resolved_config
+    from gate.results import experiment_id
+    from gate.tiers.expand import hydra_compose_context
+
+    with hydra_compose_context():
+        return experiment_id(resolved_config(compose("run", overrides=list(overrides))), "finetune")
+
+
+def test_an_entry_that_writes_into_the_encoder_node_is_composed_encoder_by_encoder(tmp_path):
+    """Encoders of one kind share an entry's composition (EncoderSwap); a preset that sets encoder keys
+    (bbc_news_minilm sets encoder.max_length=64) would be lost on a swapped copy, so such an entry is composed for
+    each encoder: the ids are those of composing each experiment alone."""
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier = load_tier({"name": "t", "seeds": [0], "benchmarks": [
+        {"dataset": "bbc_news", "overrides": ["preset=bbc_news_minilm"]}, {"dataset": "bbc_news"}]})
+    encoders = ("minilm", "mpnet_base")  # one kind: the same recipe override
+    plan = expand_tier(tier, encoders, tmp_path, check_prepared=lambda _: None)
+    assert len(plan.experiments) == 4
+    for e in plan.experiments:
+        assert e.id == _composed_alone(e.overrides), e.label
+    with_preset = {e.encoder: e.config["encoder"]["max_length"] for e in plan.experiments if "preset" in str(e.overrides)}
+    assert with_preset == {"minilm": 64, "mpnet_base": 64}

@@ -1,9 +1,10 @@
 """Tier expansion: tier × encoders × seeds → experiments, each the exact ``gate-run`` it stands for.
 
 :func:`expand_tier` composes every experiment with Hydra's compose API from ``conf/run.yaml`` — the same
-composition ``gate-run`` does with the same overrides; each entry × encoder is composed, resolved and
-validated once and its seeds set on copies (:func:`with_seed`: the seed selects no config group and no value
-interpolates it) — and takes its id from
+composition ``gate-run`` does with the same overrides; each entry is composed once per kind of encoder and
+each encoder of the kind set on a copy (:class:`EncoderSwap`), each entry × encoder resolved and validated once and
+its seeds set on copies (:func:`with_seed`: the seed selects no config group and no value interpolates it) — and
+takes its id from
 :func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
 records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
 entries an encoder cannot take (skipped, with a note) and every error found without training, collected
@@ -270,6 +271,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                                 f"are {sorted(known['adapter'])}")
         if problems:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
+        swap = EncoderSwap(compose, encoders, sp)
         prepared_seen: set[str] = set()
         first_entry: dict[str, int] = {}  # experiment id → the entry that gave it first
         twins: dict[tuple[int, int], str] = {}  # (first entry, later entry) → their dataset(s)
@@ -288,9 +290,11 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     pass  # the same composition fails below, where it is reported
                 later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
                 paper = tuple(o for o in paper if override_key(o) not in later)
+            swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
             for enc in encoders:
-                # The entry × encoder is composed, resolved and validated once; each seed is set on a copy of the
-                # resolved config (the seed selects no config group and no config value interpolates it).
+                # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
+                # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group
+                # and no config value interpolates it).
                 resolved: Any = None
                 invalid: str | None = None
                 for seed in seeds:
@@ -298,7 +302,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
                         if resolved is None:
-                            resolved = resolved_config(compose("run", overrides=list(ovs)))
+                            resolved = resolved_config(swap.compose(enc, ovs))
                         config = with_seed(resolved, seed)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
@@ -352,6 +356,56 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     for why_not in elsewhere:
         warnings.warn(f"{why_not} (the jobs are described for another machine: prepare it there)", stacklevel=2)
     return Plan(tier, encoders, root, experiments, skipped)
+
+
+class EncoderSwap:
+    """Composes an entry once per *kind* of encoder and sets each encoder of that kind on a copy.
+
+    An encoder's config changes a composition in two ways only: its own ``encoder`` node, and the config groups its
+    defaults list overrides (a recipe: ``override /recipe@_global_.recipe: vit``). Encoders whose plain composition
+    (``encoder=<name>`` alone) is equal outside the ``encoder`` node are one kind; for each entry the first encoder of
+    a kind is composed and the others take its composition with their own ``encoder`` node (unresolved, so what
+    interpolates it resolves on theirs). An entry is composed encoder by encoder, as gate-run would, when an override
+    names the encoder or its node, or when its composition's ``encoder`` node is not the encoder's own (a config the
+    entry brings, a preset say, wrote into it). ``measurements/tier_expansion.py`` checks the ids and command lines against
+    composing each experiment on its own."""
+
+    def __init__(self, compose: Callable[..., Any], encoders: Sequence[str], searchpath: Sequence[str]) -> None:
+        from hydra.errors import HydraException
+        from omegaconf import OmegaConf
+
+        self._compose = compose
+        self._kind: dict[str, str] = {}
+        self._node: dict[str, Any] = {}
+        for enc in encoders:
+            try:
+                plain = OmegaConf.to_container(compose("run", overrides=[*searchpath, f"encoder={enc}"]), resolve=False)
+            except (HydraException, ValueError, KeyError):
+                continue  # composed on its own for every entry: its error is reported there
+            self._node[enc] = plain.pop("encoder", None)
+            self._kind[enc] = stable_hash(plain)
+        self._entry: dict[str, Any] = {}
+        self._own = True
+
+    def start_entry(self, overrides: Sequence[str]) -> None:
+        self._entry = {}
+        self._own = any(override_key(o).split(".")[0] == "encoder" for o in overrides)
+
+    def compose(self, encoder: str, overrides: Sequence[str]) -> Any:
+        from omegaconf import OmegaConf
+
+        kind = self._kind.get(encoder)
+        if self._own or kind is None:
+            return self._compose("run", overrides=list(overrides))
+        if kind not in self._entry:
+            cfg = self._compose("run", overrides=list(overrides))
+            plain = OmegaConf.to_container(cfg, resolve=False)
+            if plain.get("encoder") != self._node[encoder]:  # the entry wrote into the encoder's node
+                self._own = True
+                return cfg
+            self._entry[kind] = plain
+            return cfg
+        return OmegaConf.create({**self._entry[kind], "encoder": copy.deepcopy(self._node[encoder])})
 
 
 def with_seed(cfg: Any, seed: int) -> Any:
