@@ -103,12 +103,10 @@ def one_split(history_all: History, pool: list[str], bench: list[str], k: int, r
     sel = select.choose(hist, bench, cost=dict.fromkeys(bench, 1.0), affordable=k, max_k=k, n_splits=n_splits,
                         seed=int(rng.integers(1 << 30)))
     chosen = list(sel.chosen)
-    # v2 without completion: the tier score predicted by the mean over what ran, its 80 % interval from the history's
-    # own residuals (its encoders' tier score minus their mean over the chosen benchmarks)
-    resid = (hist.values[bench].mean(axis=1) - hist.values[chosen].mean(axis=1)).to_numpy()
-    lo_q, hi_q = np.quantile(resid, [0.1, 0.9])
-    rank_p, score_p = plain(chosen)
-    res["v2_plain"] = graded(rank_p, score_p + float(np.median(resid)), score_p + lo_q, score_p + hi_q)
+    # v2 without completion: the tier score predicted by the mean over what ran plus the history's median difference,
+    # its 80 % interval the conformal bounds of the history's differences (complete.predict_tier)
+    plain_v2 = complete.predict_tier(values[chosen], bench, None, history=hist)
+    res["v2_plain"] = graded(plain_v2.mean_rank.to_numpy(), plain_v2.tier_value, plain_v2.tier_lo, plain_v2.tier_hi)
     others = [b for b in bench if b not in chosen]
     if others:
         comp = complete.fit(hist, chosen, others)

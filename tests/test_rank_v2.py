@@ -121,6 +121,24 @@ def test_completion_intervals_carry_the_conformal_correction_and_cover_a_new_enc
     assert ours >= 0.82 and plain < 0.76, (ours, plain)
 
 
+def test_without_completion_the_tier_value_is_the_run_mean_plus_the_historys_median_difference_with_conformal_bounds():
+    """By hand: ten history encoders whose tier mean (over x, y) exceeds their x by 0.01..0.10 (y = x + 2·d): the
+    tier value of a pool encoder that ran x alone is x + the median difference (0.055), its 80 % interval x + the
+    conformal bounds of the differences (the smallest and largest of ten: x + 0.01 .. x + 0.10)."""
+    d = np.arange(1, 11) / 100
+    x = np.linspace(0.2, 0.8, 10)
+    h = History(pd.DataFrame({"x": x, "y": x + 2 * d}, index=[f"h{i}" for i in range(10)]))
+    np.testing.assert_allclose(np.sort(complete.plain_residuals(h, ["x"], ["x", "y"])), d)
+    pool = pd.DataFrame({"x": [0.5, 0.3]}, index=["a", "b"])
+    pred = complete.predict_tier(pool, ["x", "y"], None, history=h)
+    assert not pred.completed and list(pred.mean_rank) == [1.0, 2.0]
+    np.testing.assert_allclose(pred.tier_value.to_numpy(), [0.555, 0.355])
+    np.testing.assert_allclose(pred.tier_lo.to_numpy(), [0.51, 0.31])
+    np.testing.assert_allclose(pred.tier_hi.to_numpy(), [0.60, 0.40])
+    no_history = complete.predict_tier(pool, ["x", "y"], None)  # no history: the run mean, no interval
+    assert no_history.tier_lo.isna().all() and list(no_history.tier_value) == [0.5, 0.3]
+
+
 def test_a_power_law_curve_is_extrapolated_to_its_end():
     points = [(t, 0.9 - 0.5 * t ** -0.5) for t in (10, 20, 30, 40)]
     e = extrapolate(points, 400, low=0.0, high=1.0)
