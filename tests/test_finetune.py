@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,8 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
 
     class CrashAfter(Callback):
         def on_train_batch_end(self, trainer, *args):
+            if trainer.global_step == 2:  # seconds the first attempt spends before its checkpoint of step 4
+                time.sleep(1.5)
             if trainer.global_step >= 6:  # after the checkpoint of step 4
                 raise Crash("simulated node failure")
 
@@ -127,6 +130,10 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(finetune.L.Trainer, "fit", spy_fit)
     result = finetune.run_finetune(compose_run(tmp_path, overrides))
     assert resumed_from and resumed_from[0].endswith("last.ckpt")
+    # the run's cost counts the first attempt's seconds up to the checkpoint it resumed from, not the last attempt's only
+    facts = result.facts
+    assert facts["resumed_from_step"] == 4 and facts["earlier_wall_seconds"] >= 1.5
+    assert facts["wall_seconds"] > facts["earlier_wall_seconds"] and facts["cpu_seconds"] > 0
     rows = store.records()
     assert rows and len({(r["split"], r["metric"]) for r in rows}) == len(rows)  # no duplicates
     assert all(r["experiment"] == result.experiment for r in rows)

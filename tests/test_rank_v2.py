@@ -165,6 +165,20 @@ def test_the_cost_model_recovers_a_planted_law():
     assert CostModel().predict(new).basis == "cold start"
 
 
+
+def test_a_resumed_runs_seconds_fit_no_cost():
+    """A resumed run's wall seconds span its attempts (each paid the fixed cost) while its step times are its last
+    attempt's: it would misprice the fixed seconds, so it is no observation; the same facts uninterrupted are one."""
+    from gate.ranking.cost import observation
+
+    f = RunFeatures("e", "b", "classification", 1e6, 32.0 ** 2, 16)
+    facts = {"wall_seconds": 30.0, "train_step_seconds": 10.0, "global_step": 20, "validations": 4,
+             "validation_seconds": 8.0, "resumed_from_step": None}
+    got = observation(f, facts)
+    assert (got.per_step, got.fixed, got.per_validation) == (0.5, 12.0, 2.0)
+    assert observation(f, {**facts, "resumed_from_step": 8, "earlier_wall_seconds": 11.0}) is None
+
+
 _CHOOSER = {}
 
 

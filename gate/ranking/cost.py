@@ -80,10 +80,11 @@ def observation(features: RunFeatures, facts: Mapping[str, Any]) -> Observation 
     wall = facts.get("wall_seconds")
     train = facts.get("train_step_seconds")
     steps = facts.get("global_step")
-    start = facts.get("resumed_from_step") or 0
+    if facts.get("resumed_from_step") is not None:
+        return None  # its seconds span attempts (each with its own fixed cost), its step times its last attempt only
     if not all(isinstance(v, (int, float)) for v in (wall, train, steps)):
         return None
-    trained = float(steps) - float(start)
+    trained = float(steps)
     if trained <= 0 or float(train) <= 0:
         return None
     validations = facts.get("validations")

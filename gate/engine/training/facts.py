@@ -135,6 +135,12 @@ class RunFacts(L.Callback):
         self._last_end: Any = None  # the end mark of the last folded step (None: no wait before the next one)
         self._flops_done = False
         self._cpu0 = cpu_seconds()  # the run starts when its facts object is made (before the model is built)
+        self._wall0 = time.monotonic()
+        #: wall and CPU seconds of the attempts before a resume, up to the checkpoint resumed from (the checkpoint
+        #: holds them): a resumed run's cost is all of them, not its last attempt's alone
+        self.earlier_wall_seconds: float | None = None
+        self.earlier_cpu_seconds = 0.0
+        self._training = False
         #: the validation metric whose curve is recorded (``val/<monitor>``; set once the adapter is built)
         self.monitor: str | None = None
         self.curve: list[list[float]] = []        # [step, value] at each validation (kept across a resume)
@@ -153,6 +159,7 @@ class RunFacts(L.Callback):
         self.weights_revision = getattr(getattr(pl_module, "encoder", None), "weights_revision", None)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._training = True
         if self.start_step is None:
             self.start_step = int(trainer.global_step)
         if self.timeline is None:
@@ -189,13 +196,24 @@ class RunFacts(L.Callback):
             step = int(trainer.global_step)
             self.curve = [p for p in self.curve if p[0] != step] + [[step, float(value)]]
 
-    # the curve and the validations' times survive a resume (the checkpoint holds them)
+    # the curve, the validations' times and the seconds spent so far survive a resume (the checkpoint holds them)
     def state_dict(self) -> dict[str, Any]:
-        return {"curve": [list(p) for p in self.curve], "validation_seconds": list(self.validation_seconds)}
+        return {"curve": [list(p) for p in self.curve], "validation_seconds": list(self.validation_seconds),
+                "wall_seconds": self.wall_seconds(time.monotonic() - self._wall0),
+                "cpu_seconds": self.earlier_cpu_seconds + cpu_seconds() - self._cpu0}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self._training:  # a checkpoint loaded after training started (for testing) is no resume
+            return
         self.curve = [list(p) for p in state_dict.get("curve", [])]
         self.validation_seconds = list(state_dict.get("validation_seconds", []))
+        if isinstance(state_dict.get("wall_seconds"), (int, float)):  # (absent from checkpoints of older versions)
+            self.earlier_wall_seconds = float(state_dict["wall_seconds"])
+            self.earlier_cpu_seconds = float(state_dict.get("cpu_seconds") or 0.0)
+
+    def wall_seconds(self, attempt_seconds: float) -> float:
+        """The run's wall seconds: this attempt's and, after a resume, the earlier attempts' up to the checkpoint."""
+        return attempt_seconds + (self.earlier_wall_seconds or 0.0)
 
     def _timeline(self) -> Any:
         if self.timeline is None:
@@ -225,18 +243,24 @@ class RunFacts(L.Callback):
         return self.wait_seconds / total if total > 0 else None
 
     def facts(self, resumed: bool, wall_seconds: float | None = None, gpus: int = 0) -> dict[str, Any]:
-        """The facts of the run so far. ``wall_seconds``: the run's wall time (gives ``gpu_hours`` with ``gpus``,
-        the number of GPUs the run used; 0 on the CPU)."""
+        """The facts of the run so far. ``wall_seconds``: this attempt's wall time; the facts' ``wall_seconds``
+        (and ``gpu_hours`` with ``gpus``, the number of GPUs the run used, 0 on the CPU) and ``cpu_seconds`` add the
+        earlier attempts' up to the checkpoint resumed from (``earlier_wall_seconds``; the seconds an attempt spent
+        after its last checkpoint are lost with it). Step times, samples and throughput are this attempt's."""
         self.fold()
         wait = self.data_wait_fraction
+        total = self.wall_seconds(wall_seconds) if wall_seconds is not None else None
         out: dict[str, Any] = {
             "resumed_from_step": self.start_step if resumed else None,
+            "wall_seconds": round(total, 2) if total is not None else None,
+            "earlier_wall_seconds": round(self.earlier_wall_seconds, 2) if resumed and self.earlier_wall_seconds
+            is not None else None,
             "train_samples": self.samples,
             "train_step_seconds": round(self.step_seconds, 3),
             "train_samples_per_second": round(self.samples / self.step_seconds, 2) if self.step_seconds else None,
             "data_wait_fraction": round(wait, 4) if wait is not None else None,
-            "cpu_seconds": round(cpu_seconds() - self._cpu0, 2),
-            "gpu_hours": round(wall_seconds / 3600 * gpus, 6) if wall_seconds is not None else None,
+            "cpu_seconds": round(self.earlier_cpu_seconds + cpu_seconds() - self._cpu0, 2),
+            "gpu_hours": round(total / 3600 * gpus, 6) if total is not None else None,
             "energy_kwh": None,  # measured by the hardware monitor (NVML) where a GPU is used
             "peak_host_memory_mb": round(peak_host_memory_mb(), 1),
             "params": self.params,

@@ -149,7 +149,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     wall = round(time.perf_counter() - started, 2)
     device = trainer.strategy.root_device  # not model.device: Lightning moves the model to the CPU after fit/test
     gpus = int(trainer.num_devices) if device.type == "cuda" else 0
-    run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus), "wall_seconds": wall,
+    run_facts = {**facts.facts(resumed=resume is not None, wall_seconds=wall, gpus=gpus),
                  "global_step": int(trainer.global_step), "device": str(device),
                  "precision": str(trainer.precision), "world_size": int(trainer.world_size),
                  "split_rows": datamodule.split_rows(),

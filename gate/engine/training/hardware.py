@@ -121,6 +121,7 @@ class HardwareMonitor(RunFacts):
         self._window = (0.0, 0.0, 0, 0)  # step seconds, wait seconds, samples, batches at the last log
         self._batches = 0
         self._logged_step = -1
+        self.earlier_energy_kwh = 0.0  # metered by the attempts before a resume (the checkpoint holds it)
 
     def on_train_start(self, trainer, pl_module) -> None:
         super().on_train_start(trainer, pl_module)
@@ -153,9 +154,19 @@ class HardwareMonitor(RunFacts):
         for logger in trainer.loggers:
             logger.log_metrics(metrics, step=step)
 
+    # the energy metered so far survives a resume too (as the wall seconds do: RunFacts)
+    def state_dict(self) -> dict[str, Any]:
+        energy = self.meter.energy_kwh() if self.meter is not None else None
+        return {**super().state_dict(), "energy_kwh": None if energy is None else self.earlier_energy_kwh + energy}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if not self._training and isinstance(state_dict.get("energy_kwh"), (int, float)):
+            self.earlier_energy_kwh = float(state_dict["energy_kwh"])
+        super().load_state_dict(state_dict)
+
     def facts(self, resumed: bool, wall_seconds: float | None = None, gpus: int = 0) -> dict[str, Any]:
         out = super().facts(resumed, wall_seconds, gpus)
         if self.meter is not None:
             energy = self.meter.energy_kwh()
-            out["energy_kwh"] = round(energy, 6) if energy is not None else None
+            out["energy_kwh"] = round(self.earlier_energy_kwh + energy, 6) if energy is not None else None
         return out
