@@ -76,3 +76,20 @@ def test_an_entry_that_writes_into_the_encoder_node_is_composed_encoder_by_encod
         assert e.id == _composed_alone(e.overrides), e.label
     with_preset = {e.encoder: e.config["encoder"]["max_length"] for e in plan.experiments if "preset" in str(e.overrides)}
     assert with_preset == {"minilm": 64, "mpnet_base": 64}
+
+
+def test_the_paper_protocol_set_on_a_composition_is_the_paper_protocol_composed(tmp_path):
+    """A paper tier's protocol (cifar100: 224 px, batch 64) is set on each composition as Hydra sets a command
+    line's values (gate.tiers.expand.apply_values); an entry whose override lies above a paper key (``data={...}``
+    after ``data.batch_size=64``) is composed with the protocol on its command line, where Hydra's order decides.
+    Either way the ids are those of composing each experiment alone."""
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier = load_tier({"name": "t", "seeds": [0], "use_paper_protocol": True, "benchmarks": [
+        {"dataset": "cifar100"}, {"dataset": "cifar100", "overrides": ["data={batch_size:8}"]}]})
+    plan = expand_tier(tier, ("resnet18_scratch", "vit_base_scratch"), tmp_path, check_prepared=lambda _: None)
+    assert len(plan.experiments) == 4
+    for e in plan.experiments:
+        assert e.id == _composed_alone(e.overrides), e.label
+        assert e.config["image_size"] == 224 and "image_size=224" in e.overrides
+    assert sorted(e.config["data"]["batch_size"] for e in plan.experiments) == [8, 8, 64, 64]

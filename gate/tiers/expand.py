@@ -13,7 +13,8 @@ together (unknown dataset or encoder, an encoder no entry can take, a benchmark 
 
 A tier with ``use_paper_protocol: true`` (the paper tiers) puts each benchmark's own ``paper_protocol`` (its dataset config:
 the paper's image size and batch) on the command line before the tier's and the entry's overrides, which win
-(:func:`paper_protocol_overrides`).
+(:func:`paper_protocol_overrides`); they are read from the entry's first composition and set on each composition as Hydra
+sets a command line's values (:func:`apply_values`), so the entry is not composed a second time for them.
 """
 
 from __future__ import annotations
@@ -281,16 +282,21 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                 last_said = time.monotonic()
                 progress(f"[gate]   {number - 1} of {len(tier.entries)} benchmarks composed × {len(encoders)} "
                          f"encoder(s) ({last_said - started:.0f} s)")
+            swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
             paper: tuple[str, ...] = ()
+            after: tuple[str, ...] = ()  # the paper protocol's values, set on each composition (not composed again)
             if tier.use_paper_protocol:
                 try:
                     first = entry_overrides(tier, entry, encoders[0], seeds[0], root, overrides, sp)
-                    paper = paper_protocol_overrides(resolved_config(compose("run", overrides=list(first))))
+                    paper = paper_protocol_overrides(resolved_config(swap.compose(encoders[0], first)))
                 except (HydraException, ValueError, KeyError):
                     pass  # the same composition fails below, where it is reported
                 later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
                 paper = tuple(o for o in paper if override_key(o) not in later)
-            swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
+                if paper and not any(nested(override_key(o), k) for o in paper for k in later):
+                    after = paper
+                elif paper:  # a later override inside (or above) a paper key: Hydra's order decides, compose with them
+                    swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
             for enc in encoders:
                 # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
                 # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group
@@ -301,7 +307,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
-                        if resolved is None:
+                        if resolved is None and after:
+                            composed = swap.compose(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp))
+                            resolved = resolved_config(apply_values(composed, after))
+                        elif resolved is None:
                             resolved = resolved_config(swap.compose(enc, ovs))
                         config = with_seed(resolved, seed)
                     except (HydraException, ValueError, KeyError) as err:
@@ -406,6 +415,24 @@ class EncoderSwap:
             self._entry[kind] = plain
             return cfg
         return OmegaConf.create({**self._entry[kind], "encoder": copy.deepcopy(self._node[encoder])})
+
+
+def nested(key: str, other: str) -> bool:
+    """Whether two override keys name the same node or one lies inside the other (``data`` and ``data.batch_size``)."""
+    return key == other or key.startswith(other + ".") or other.startswith(key + ".")
+
+
+def apply_values(cfg: Any, overrides: Sequence[str]) -> Any:
+    """``cfg`` with value overrides (``image_size=64``) set as Hydra sets a command line's values: parsed by its
+    parser and applied by its loader to the composed config, after every config group was merged — so composing
+    without them and setting them here equals composing with them, when no other override touches their keys."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+
+    OmegaConf.set_struct(cfg, True)  # as composed: a key the config lacks is an error, never added
+    ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(list(overrides)), cfg)
+    return cfg
 
 
 def with_seed(cfg: Any, seed: int) -> Any:
