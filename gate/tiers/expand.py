@@ -386,7 +386,7 @@ class EncoderSwap:
         self._compose = compose
         self._kind: dict[str, str] = {}
         self._node: dict[str, Any] = {}
-        for enc in encoders:
+        for enc in encoders if len(encoders) > 1 else ():  # one encoder: nothing to share, each entry composed once
             try:
                 plain = OmegaConf.to_container(compose("run", overrides=[*searchpath, f"encoder={enc}"]), resolve=False)
             except (HydraException, ValueError, KeyError):
