@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_console_script_is_a_row_of_the_command_table_and_its_parts_load():
     """pyproject's scripts and the table name the same seven commands; each row's parse and stage import; every
-    command but gate-data (an action first, one composition per dataset: its own front) is the wrapper's."""
+    command is the wrapper's (gate-data's action word is taken off its command line by its row's front)."""
     from gate.cli.commands import COMMANDS
 
     section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]", 1)[1].split("\n[", 1)[0]
@@ -23,8 +23,6 @@ def test_every_console_script_is_a_row_of_the_command_table_and_its_parts_load()
     for name, row in COMMANDS.items():
         assert (ROOT / "conf" / f"{row.config}.yaml").is_file(), name
         assert callable(row.load("stage")), name
-        if name == "gate-data":
-            continue
         assert callable(row.load("parse")), name
         module = scripts[name].split(":")[0]
         text = (ROOT / (module.replace(".", "/") + ".py")).read_text()
@@ -58,3 +56,18 @@ def test_a_warning_prints_as_one_line():
     text = _one_line_warning(UserWarning("lbfgs failed to converge\n\nIncrease the number of iterations\n    https://x"),
                              UserWarning, "f.py", 1)
     assert text == "[gate] warning: lbfgs failed to converge Increase the number of iterations https://x\n"
+
+
+def test_gate_datas_action_word_is_checked_in_one_line(tmp_path, capsys, monkeypatch):
+    """gate-data's first word is its action (its row's front takes it off the command line): a missing or unknown
+    one is one line naming the three, before Hydra composes anything (argparse printed its usage and an error)."""
+    from gate.cli import data
+
+    monkeypatch.chdir(tmp_path)
+    for argv, got in (([], ""), (["lst", "dataset=digits"], "got 'lst'")):
+        out = call_cli(data.main, argv, capsys, prog="gate-data")
+        lines = out.stderr.strip().splitlines()
+        assert out.returncode == 2 and len(lines) == 1, out.stderr
+        assert lines[0].startswith("gate-data: error: the first word says what gate-data does: list, prepare, verify")
+        assert got in lines[0]
+    assert list(tmp_path.iterdir()) == []  # nothing composed, nothing written

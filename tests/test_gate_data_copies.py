@@ -379,18 +379,19 @@ def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
 
 def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys, monkeypatch):
     root = f"paths.root={tmp_path}"
-    composed: dict[str, object] = {}  # each dataset's config as `list` composed it (composing is 0.1 s a dataset)
-
-    def kept(overrides):
-        cfg = compose(overrides)
-        composed[cfg.dataset.name] = cfg
-        return cfg
-
-    compose = gate_data.compose
-    monkeypatch.setattr(gate_data, "compose", kept)
-    rows = list_rows(capsys, root)
-    monkeypatch.setattr(gate_data, "compose", compose)
+    from gate.engine import prepare
     from gate.engine.prepare import _plain
+
+    composed: dict[str, object] = {}  # each dataset's config as `list` composed it (composing is 0.1 s a dataset)
+    status_of = prepare.status_of
+
+    def kept(cfg):
+        composed[cfg.dataset.name] = cfg
+        return status_of(cfg)
+
+    monkeypatch.setattr(prepare, "status_of", kept)
+    rows = list_rows(capsys, root)
+    monkeypatch.setattr(prepare, "status_of", status_of)
 
     assert set(composed) == set(gate_data.dataset_keys()) == set(rows)
     for key in gate_data.dataset_keys():

@@ -4,11 +4,12 @@ a gate-rank user can set)."""
 
 import pytest
 
+from gate.engine.compose import hydra_compose_context
 from gate.errors import ConfigError
 from gate.ranking.pipeline import check_score_heads, score_values
 from gate.results import ResultsStore
 from gate.scoring.stage import run_score
-from gate.tiers.expand import expand_tier, hydra_compose_context
+from gate.tiers.expand import expand_tier
 from gate.tiers.spec import parse_tier
 
 

@@ -26,8 +26,9 @@ def test_the_small_tiers_ids_and_commands_are_those_of_composing_each_experiment
 def test_a_seed_set_on_a_copy_is_the_seed_composed():
     from hydra import compose
 
+    from gate.engine.compose import hydra_compose_context
     from gate.engine.validate import resolved_config
-    from gate.tiers.expand import hydra_compose_context, with_seed
+    from gate.tiers.expand import with_seed
 
     with hydra_compose_context():
         base = compose("run", overrides=["dataset=digits", "encoder=resnet18_scratch", "seed=0"])
@@ -53,9 +54,9 @@ def test_no_packaged_config_interpolates_the_seed():
 def _composed_alone(overrides):
     from hydra import compose
 
+    from gate.engine.compose import hydra_compose_context
     from gate.engine.validate import resolved_config
     from gate.results import experiment_id
-    from gate.tiers.expand import hydra_compose_context
 
     with hydra_compose_context():
         return experiment_id(resolved_config(compose("run", overrides=list(overrides))), "finetune")

@@ -25,6 +25,7 @@ class Command:
     memory_hint: str                       # what to lower when memory runs out
     list_keys: Mapping[str, str] = dataclasses.field(default_factory=dict)  # key=a,b -> list key=[a,b]
     retired: str | None = None             # "module:attr": {old key: what replaced it}, refused before Hydra
+    front: str | None = None               # "module:attr": argv -> (argv for Hydra, keywords the parse takes too)
 
     def load(self, field: str) -> Any:
         return load_object(str(getattr(self, field)))
@@ -52,8 +53,10 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             "the subset search", "population or chunk (the candidates trained at once), or workers"),
     Command("gate-analysis", "analysis", "gate.analysis.stage:AnalysisRequest.parse", "gate.analysis.stage:analyse",
             "the analysis", "the table (filters=... keeps part of it)"),
-    # gate-data takes an action first (list | prepare | verify) and composes once per dataset: its own front
-    # (gate/cli/data.py), with this row's words when memory runs out.
-    Command("gate-data", "data", "", "gate.engine.prepare:prepare", "the dataset's preparation",
-            "nothing gate sets: the dataset's preparation needs more memory than this machine has free"),
+    # gate-data takes an action first (list | prepare | verify): its front takes it (and list's datasets) off the
+    # command line before Hydra reads it
+    Command("gate-data", "data", "gate.engine.prepare:parse_data", "gate.engine.prepare:run_data",
+            "the dataset's preparation",
+            "nothing gate sets: the dataset's preparation needs more memory than this machine has free",
+            front="gate.cli.data:front"),
 )}

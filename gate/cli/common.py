@@ -156,11 +156,12 @@ def gate_command(name: str) -> Callable[[], None]:
     from gate.cli.commands import COMMANDS
 
     row = COMMANDS[name]
+    taken: dict[str, Any] = {}  # what the row's front took off the command line, for the parse
 
     @hydra.main(version_base=None, config_path="pkg://gate.conf", config_name=row.config)
     def compose(cfg: Any) -> None:
         prepare_process(cfg)
-        request = run_cli(name, row.load("parse"), cfg)
+        request = run_cli(name, row.load("parse"), cfg, **taken)
         if getattr(request, "uses_lightning", False):
             quiet_lightning()
         result = run_cli(name, row.load("stage"), request)
@@ -168,22 +169,30 @@ def gate_command(name: str) -> Callable[[], None]:
         if code:
             sys.exit(code)
 
-    def main() -> None:
+    def main(argv: Sequence[str] | None = None) -> None:
+        """The command with ``argv`` (default: this process's command line)."""
         from gate.errors import ConfigError
 
-        argv = sys.argv[1:]
+        given, args = argv is not None, list(sys.argv[1:] if argv is None else argv)
         from gate.cli.arguments import normalise_args, retired_key
 
-        if row.retired is not None and (line := retired_key(argv, row.load("retired"))):
-            fail(name, line)
-        if row.list_keys:
-
-            try:
-                argv = normalise_args(argv, dict(row.list_keys))
-            except ConfigError as err:
-                fail(name, str(err))
-        sys.argv = [sys.argv[0], *argv]
-        hydra_entry(name, compose)  # an unknown key or an unparsable override: one line, not Hydra's report
+        taken.clear()
+        try:
+            if row.front is not None:
+                args, more = row.load("front")(args)
+                taken.update(more)
+            if row.retired is not None and (line := retired_key(args, row.load("retired"))):
+                fail(name, line)
+            if row.list_keys:
+                args = normalise_args(args, dict(row.list_keys))
+        except ConfigError as err:
+            fail(name, str(err))
+        saved, sys.argv = sys.argv, [sys.argv[0], *args]  # Hydra reads the command line from sys.argv
+        try:
+            hydra_entry(name, compose)  # an unknown key or an unparsable override: one line, not Hydra's report
+        finally:
+            if given:
+                sys.argv = saved
 
     main.__doc__ = f"{name}: {row.doing}"
     return main

@@ -9,72 +9,45 @@ resized), and with ``force=true`` online any hub or URL copy; offline it never d
 only recomputes the manifest. ``verify`` re-hashes the files prepare recorded (gate/data/hub.py: the completion
 record), then checks the manifest against the data.
 
-The work itself is gate/engine/prepare.py; this module composes, calls it and prints. A small argparse front takes
-the action; the rest are Hydra overrides composed with ``conf/data.yaml`` through
-Hydra's compose API (the same config groups as gate-run, so ``paths.root=...`` and ``dataset.*`` work alike).
+The command is the one wrapper's (gate/cli/common.py ``gate_command``); :func:`front` takes the action word and the
+datasets off the command line first; the rest are Hydra overrides of ``conf/data.yaml`` (the same config groups as
+gate-run, so ``paths.root=...`` and ``dataset.*`` work alike). The work is gate/engine/prepare.py's stage.
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Sequence
-from importlib import resources
+from typing import Any
 
-from omegaconf import DictConfig
-
-from gate.cli.common import prepare_process, run_cli
-
-CMD = "gate-data"
+from gate.cli.common import gate_command
+from gate.engine.prepare import ACTIONS, dataset_keys
+from gate.errors import ConfigError
 
 
-def compose(overrides: Sequence[str]) -> DictConfig:
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-
-    if GlobalHydra.instance().is_initialized():
-        GlobalHydra.instance().clear()
-    from gate.engine.validate import validate_command_config
-    from gate.settings import DATA_COMMAND
-
-    with initialize_config_module("gate.conf", version_base=None):
-        cfg = hydra_compose("data", overrides=list(overrides))
-    validate_command_config(cfg, DATA_COMMAND, "gate-data config")  # +foo=1 (a key nothing reads), force=abc
-    return cfg
-
-
-def dataset_keys() -> list[str]:
-    """Every dataset config shipped in conf/dataset (read generically: new benchmarks appear by themselves)."""
-    return sorted(p.name[:-5] for p in resources.files("gate.conf.dataset").iterdir() if p.name.endswith(".yaml"))
-
-
-def do_list(overrides: Sequence[str]) -> None:
-    from gate.engine.prepare import DOWNLOADABLE, status_of
-
-    wanted = dataset_names(overrides)
-    overrides = [o for o in overrides if not o.startswith("dataset=")]
-    rows = []
-    for key in wanted or dataset_keys():
-        cfg = compose([*overrides, f"dataset={key}"])
-        status, facts = status_of(cfg)
-        rows.append({**facts, "status": status})
-    data = cfg.paths.data  # from a composed dataset: overrides of dataset.* keys need one
-    cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
-    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
-    print("  ".join(c.ljust(width[c]) for c in cols))
-    for r in rows:
-        print("  ".join(str(r[c]).ljust(width[c]) for c in cols))
-    network = (f"; {DOWNLOADABLE}: not checked (list makes no network calls; without network prepare fails "
-               f"saying how to get the copy; HF_HUB_OFFLINE=1 lists what is usable offline)"
-               if any(r["status"] == DOWNLOADABLE for r in rows) else "")
-    print(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...){network}")
+def front(argv: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """gate-data's command line before Hydra reads it: the action (its first word) and the ``dataset=`` keys, each
+    checked; what Hydra composes (prepare, verify: the one dataset's config; list: the rest, its ``dataset.*``
+    overrides kept for each dataset's own composition); and what the parse is given besides the config."""
+    argv = list(argv)
+    if argv and argv[0].startswith("-"):  # Hydra's own flags (--help, --cfg job, ...)
+        return argv, {"action": "list"}
+    if not argv or argv[0] not in ACTIONS:
+        got = f"; got {argv[0]!r}" if argv else ""
+        raise ConfigError(f"the first word says what gate-data does: {', '.join(ACTIONS)} (gate-data list, gate-data "
+                          f"prepare dataset=<key>){got}")
+    action, rest = argv[0], argv[1:]
+    names = dataset_names(rest)
+    if action == "list":
+        others = [o for o in rest if not o.startswith("dataset=")]
+        each = [o for o in others if o.split("=", 1)[0].lstrip("+~").startswith("dataset.")]
+        return [o for o in others if o not in each], {"action": action, "datasets": names, "overrides": others}
+    if len(names) != 1:
+        raise ConfigError(f"gate-data {action} needs one dataset=<key>; known: {', '.join(dataset_keys())}")
+    return rest, {"action": action}
 
 
 def dataset_names(overrides: Sequence[str]) -> list[str]:
     """The ``dataset=<key>`` overrides (comma-separated keys allowed), each checked against the known keys."""
-    from gate.errors import ConfigError
-
     names = [n for o in overrides if o.startswith("dataset=") for n in o.split("=", 1)[1].split(",")]
     for name in names:
         if name not in dataset_keys():
@@ -82,41 +55,7 @@ def dataset_names(overrides: Sequence[str]) -> list[str]:
     return names
 
 
-def compose_dataset(overrides: Sequence[str], action: str) -> DictConfig:
-    from gate.errors import ConfigError
-
-    names = dataset_names(overrides)
-    if len(names) != 1:
-        raise ConfigError(f"gate-data {action} needs one dataset=<key>; known: {', '.join(dataset_keys())}")
-    return compose(overrides)
-
-
-def do_prepare(overrides: Sequence[str]) -> None:
-    cfg = compose_dataset(overrides, "prepare")
-    prepare_process(cfg)
-    from gate.engine.prepare import prepare
-
-    prepare(cfg)
-
-
-def do_verify(overrides: Sequence[str]) -> None:
-    cfg = compose_dataset(overrides, "verify")
-    prepare_process(cfg)
-    from gate.engine.prepare import verify
-
-    verify(cfg)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog=CMD, description="List, prepare and verify gate datasets.")
-    parser.add_argument("action", choices=("list", "prepare", "verify"))
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. dataset=cifar100 dataset.data_dir=DIR")
-    args = parser.parse_args(sys.argv[1:] if argv is None else list(argv))
-    action = {"list": do_list, "prepare": do_prepare, "verify": do_verify}[args.action]
-    run_cli(CMD, action, args.overrides)
-
+main = gate_command("gate-data")
 
 if __name__ == "__main__":
     main()
-
-

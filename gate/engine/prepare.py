@@ -1,6 +1,7 @@
 """The data stage as library functions: what state a dataset's local copy is in, preparing it (fetch when needed,
-then its split manifest), verifying it, and whether a benchmark can run here. ``gate-data`` only composes the
-config, calls these and prints; ``gate-tier`` asks :func:`why_not_prepared` before it plans a benchmark.
+then its split manifest), verifying it, and whether a benchmark can run here; and gate-data's stage
+(:func:`parse_data`, :func:`run_data`: the command itself only composes and prints). ``gate-tier`` asks
+:func:`why_not_prepared` before it plans a benchmark.
 
 Every function takes the dataset section of a composed config (``cfg.dataset`` resolved to a plain mapping) or the
 composed config itself, and reports progress through ``echo`` (print-like), so nothing here writes to a terminal
@@ -9,7 +10,8 @@ on its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import dataclasses
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,3 +204,87 @@ def verify_hashes(key: str, data_dir: str | None, echo: Echo = print) -> None:
     if gone:
         echo(f"[gate] {key}: {len(gone)} downloaded archives were deleted after extraction ({', '.join(gone[:3])}"
              f"{', ...' if len(gone) > 3 else ''}): the copy does not need them", flush=True)
+
+
+# ----------------------------------------------------------------------------------------------- gate-data's stage
+#: What gate-data does, the first word of its command line.
+ACTIONS = ("list", "prepare", "verify")
+
+
+def dataset_keys() -> list[str]:
+    """Every dataset config shipped in conf/dataset (read generically: new benchmarks appear by themselves)."""
+    from importlib import resources
+
+    return sorted(p.name[:-5] for p in resources.files("gate.conf.dataset").iterdir() if p.name.endswith(".yaml"))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataCommand:
+    """A checked gate-data call: its action and its composed config (a dataset's, for prepare and verify); for list,
+    the datasets to show (every one when empty) and the overrides each is composed with."""
+
+    action: str
+    config: DictConfig
+    datasets: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()
+
+
+def parse_data(cfg: DictConfig, action: str, datasets: Sequence[str] = (), overrides: Sequence[str] = ()) -> DataCommand:
+    """The one check of a composed ``conf/data.yaml`` (+foo=1, force=abc): one line before any work. list's config
+    has no dataset (its adapter's interpolations do not resolve): each dataset it lists is composed and checked."""
+    from gate.engine.validate import validate_command_config
+    from gate.settings import DATA_COMMAND
+
+    if action != "list":
+        validate_command_config(cfg, DATA_COMMAND, "gate-data config")
+    return DataCommand(action, cfg, tuple(datasets), tuple(overrides))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataOutcome:
+    """What gate-data prints at the end (list: its table); prepare and verify print their progress as they go."""
+
+    lines: tuple[str, ...] = ()
+
+    def report(self) -> int:
+        for line in self.lines:
+            print(line)
+        return 0
+
+
+def run_data(cmd: DataCommand, echo: Echo = print) -> DataOutcome:
+    if cmd.action == "prepare":
+        prepare(cmd.config, echo)
+        return DataOutcome()
+    if cmd.action == "verify":
+        verify(cmd.config, echo)
+        return DataOutcome()
+    return DataOutcome(tuple(listing(cmd.datasets or dataset_keys(), cmd.overrides)))
+
+
+def listing(keys: Sequence[str], overrides: Sequence[str]) -> list[str]:
+    """``gate-data list``: a row per dataset (each composed with ``overrides``: key, group, adapter, access, size,
+    schema evidence, status here, source) and a closing line. It makes no network calls."""
+    from hydra import compose
+
+    from gate.engine.compose import hydra_compose_context
+    from gate.engine.validate import validate_command_config
+    from gate.settings import DATA_COMMAND
+
+    rows, data = [], None
+    with hydra_compose_context():
+        for key in keys:
+            cfg = compose("data", overrides=[*overrides, f"dataset={key}"])
+            validate_command_config(cfg, DATA_COMMAND, "gate-data config")
+            status, facts = status_of(cfg)
+            rows.append({**facts, "status": status})
+            data = cfg.paths.data  # from a composed dataset: overrides of dataset.* keys need one
+    cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    lines = ["  ".join(c.ljust(width[c]) for c in cols)]
+    lines += ["  ".join(str(r[c]).ljust(width[c]) for c in cols) for r in rows]
+    network = (f"; {DOWNLOADABLE}: not checked (list makes no network calls; without network prepare fails "
+               f"saying how to get the copy; HF_HUB_OFFLINE=1 lists what is usable offline)"
+               if any(r["status"] == DOWNLOADABLE for r in rows) else "")
+    lines.append(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...){network}")
+    return lines

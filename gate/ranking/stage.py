@@ -152,10 +152,11 @@ def output_dir(plain: Mapping[str, Any], prepared: Prepared) -> Path:
 
 def contexts(plan: Any, searchpath: list[str], echo: Callable[..., None] = print):
     """The proxy's ways of composing and running gate-run / gate-score in this process."""
+    from gate.engine.compose import hydra_compose_context
     from gate.engine.training.finetune import run_finetune
     from gate.ranking.proxy import ProxyContext
     from gate.scoring.stage import run_score
-    from gate.tiers.expand import hydra_compose_context, searchpath_override
+    from gate.tiers.expand import searchpath_override
 
     store = plan.store()
     sp = searchpath_override(searchpath)

@@ -19,17 +19,17 @@ sets a command line's values (:func:`apply_values`), so the entry is not compose
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import time
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from gate.engine.compose import hydra_compose_context
 from gate.errors import ConfigError
 from gate.files import regular_file
 from gate.paths import path_part
@@ -146,22 +146,6 @@ def load_tier(name_or_path: str | Mapping[str, Any], search_dirs: Iterable[str |
 
 
 # ------------------------------------------------------------------------------------------ expansion
-
-
-@contextlib.contextmanager
-def hydra_compose_context() -> Iterator[Any]:
-    """Hydra's compose API over ``gate.conf``, usable inside a ``@hydra.main`` app (its state is restored)."""
-    from hydra import initialize_config_module
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.initialize import get_gh_backup, restore_gh_from_backup
-
-    backup = get_gh_backup()
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_module("gate.conf", version_base=None):
-            yield GlobalHydra.instance()
-    finally:
-        restore_gh_from_backup(backup)
 
 
 def searchpath_override(searchpath: Sequence[str]) -> list[str]:

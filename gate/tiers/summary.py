@@ -48,10 +48,11 @@ def score_tier(plan, *, overrides: Sequence[str] = (), searchpath: Sequence[str]
     """gate-score (the library stage) for every encoder × dataset the tier ran whose task family takes
     transferability scores (:attr:`gate.families.TaskFamily.transferability`); returns the score experiment ids
     and the failures (one line each). Already stored scores are not recomputed."""
+    from gate.engine.compose import hydra_compose_context
     from gate.engine.validate import resolved_config
     from gate.families import family
     from gate.scoring.stage import run_score
-    from gate.tiers.expand import hydra_compose_context, searchpath_override
+    from gate.tiers.expand import searchpath_override
 
     pairs = {}
     for exp in plan.experiments:
