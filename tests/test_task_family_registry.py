@@ -178,7 +178,9 @@ def test_every_packaged_family_is_a_yaml_file_of_taskfamily_fields():
 
 def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_torch():
     """In a fresh interpreter: every family looked up, a composed gate-run config's experiment id (one device: the
-    adapter is not imported to read its loss layout), the tiers and gate-analysis imported; torch is not loaded."""
+    adapter is not imported to read its loss layout), the tiers and gate-analysis imported, and every packaged dataset
+    config read by the engine's reader as gate-analysis reads them (their builders' signatures checked); neither torch
+    nor Hugging Face ``datasets`` (a second of import, which only building a dataset needs) is loaded."""
     import subprocess
     import sys
 
@@ -191,7 +193,10 @@ def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_tor
             "with initialize_config_dir(str(conf_dir()), version_base=None):\n"
             "    cfg = compose('run', overrides=['dataset=digits', 'encoder=resnet18_scratch'])\n"
             "print(gate.results.experiment_id(OmegaConf.to_container(cfg, resolve=True), 'finetune'))\n"
-            "print('torch' in sys.modules, [m for m in sys.modules if m.startswith('gate.adapters')])\n")
+            "from gate.analysis.meta import load_benchmark_meta\n"
+            "assert len(load_benchmark_meta()) >= 31\n"
+            "print('torch' in sys.modules or 'datasets' in sys.modules,\n"
+            "      [m for m in sys.modules if m.startswith('gate.adapters')])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     names, exp_id, loaded = out.stdout.strip().splitlines()

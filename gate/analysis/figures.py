@@ -29,7 +29,7 @@ DPI = 110
 
 def new_figure(figsize: tuple[float, float]) -> Figure:
     """A figure of its own with an Agg canvas: no pyplot, no global figure manager, no backend switch."""
-    fig = Figure(figsize=figsize)
+    fig = Figure(figsize=figsize, dpi=DPI)
     FigureCanvasAgg(fig)
     return fig
 

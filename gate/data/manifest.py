@@ -30,14 +30,16 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 
 from ..errors import ConfigError, GateError
 from ..files import atomic_write_text
 from ..paths import path_part
+
+if TYPE_CHECKING:
+    import datasets
 
 SPLIT_ALIASES = {"validation": "val", "valid": "val", "dev": "val"}
 SPLITS = ("train", "val", "test")
@@ -60,6 +62,7 @@ def column_digest(ds: datasets.Dataset, column: str) -> str:
 
 
 def _hashable_columns(ds: datasets.Dataset, columns: list[str]) -> list[str]:
+    import datasets  # imported where used: reading a dataset config need not load it
     out = []
     for column in columns:
         feature = ds.features.get(column)
@@ -366,6 +369,7 @@ def load_or_create(raw: Mapping[str, datasets.Dataset], dataset: str, recipe: Ma
 
 def apply_manifest(raw: Mapping[str, datasets.Dataset], manifest: Mapping[str, Any]) -> datasets.DatasetDict:
     """The train/val/test splits a manifest names (rows of the source splits, in manifest order)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     out = {}
     for name in SPLITS:
         source = raw[manifest["from"][name]]

@@ -12,13 +12,16 @@ which would copy every image of a split into a new cache file (60 GB for Happywh
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ...errors import GateError
+
+if TYPE_CHECKING:
+    import datasets
 
 
 def arrow_column(ds: datasets.Dataset, column: str) -> pa.ChunkedArray:
@@ -29,6 +32,7 @@ def arrow_column(ds: datasets.Dataset, column: str) -> pa.ChunkedArray:
 def replace_column(ds: datasets.Dataset, column: str, values, feature) -> datasets.Dataset:
     """``ds`` with ``column`` replaced by ``values`` typed ``feature``, in its place among the columns. The other
     columns are the same Arrow buffers (no image is decoded or copied, no cache file is written)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     order = ds.column_names
     if order == [column]:  # nothing else to keep (and no table of zero columns to add it to)
         return datasets.Dataset.from_dict({column: np.asarray(values)}, features=datasets.Features({column: feature}))
@@ -43,6 +47,7 @@ def _integer(values: pa.ChunkedArray) -> bool:
 def _class_ids(raw: Mapping[str, datasets.Dataset], column: str, key: str, num_classes: int) -> datasets.DatasetDict:
     """An integer column that already holds class ids 0..num_classes-1 (the same ids in every split): checked and
     typed ``ClassLabel(num_classes)``, its values untouched."""
+    import datasets  # imported where used: reading a dataset config need not load it
     feature = datasets.ClassLabel(num_classes=int(num_classes))
     out = {}
     for split, ds in raw.items():
@@ -73,6 +78,7 @@ def encode_labels(raw: Mapping[str, datasets.Dataset], column: str, key: str,
 
     Only the label column is read and rewritten (:func:`replace_column`); images are neither decoded nor copied.
     """
+    import datasets  # imported where used: reading a dataset config need not load it
     raw = datasets.DatasetDict(raw)
     if num_classes is not None:
         return _class_ids(raw, column, key, num_classes)
@@ -105,5 +111,6 @@ def encode_labels(raw: Mapping[str, datasets.Dataset], column: str, key: str,
 
 def rename(raw: Mapping[str, datasets.Dataset], mapping: Mapping[str, str]) -> datasets.DatasetDict:
     """Columns renamed (``source name -> ours``), skipping identities."""
+    import datasets  # imported where used: reading a dataset config need not load it
     mapping = {a: b for a, b in mapping.items() if a != b}
     return datasets.DatasetDict({s: ds.rename_columns(mapping) if mapping else ds for s, ds in raw.items()})

@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from ...errors import DatasetUnavailable, GateError
 from ..hub import how_to_get, load_parquet
 from . import encode_labels, rename
+
+if TYPE_CHECKING:
+    import datasets
 
 
 def hf_image_classification(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str,
@@ -43,6 +44,7 @@ def places365(data_dir: str | os.PathLike | None, source: Mapping[str, Any], nam
     ``categories_places365.txt``, ``places365_train_standard.txt`` (``/a/airfield/00000001.jpg 0``) with images
     under ``data_256/``, and ``places365_val.txt`` (``Places365_val_00000001.jpg 165``) with ``val_256/``.
     Splits ``train`` and ``val`` (the official validation set, our test split by the config's roles)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     root = Path(data_dir or "")
     if not data_dir or not (root / "categories_places365.txt").is_file():
         raise DatasetUnavailable(f"dataset {name!r} is not on disk (no categories_places365.txt in {root}); "

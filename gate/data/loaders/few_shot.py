@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -27,6 +26,9 @@ from ...errors import GateError
 from ..hub import load_parquet
 from ..manifest import SPLIT_ALIASES, SPLITS, first_shared
 from . import arrow_column, encode_labels, rename, replace_column
+
+if TYPE_CHECKING:
+    import datasets
 
 LABEL_SCOPES = ("split", "global")
 
@@ -43,6 +45,7 @@ def classes_by_split(raw: Mapping[str, datasets.Dataset], key: str, column: str 
     takes ``max label + 1`` ids. Refused unless every split numbers its classes from 0 with integers (a source
     whose later splits continue the numbering is not per-split numbered, and reading it so would make a class
     of two splits look like two classes)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     names: list[str] = []
     out = {}
     offsets = {}

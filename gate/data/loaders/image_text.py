@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
-
-import datasets
+from typing import TYPE_CHECKING, Any
 
 from ...errors import GateError
 from ..hub import load_parquet
+
+if TYPE_CHECKING:
+    import datasets
 
 
 def flickr30k(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: str = "flickr30k",
@@ -21,6 +22,7 @@ def flickr30k(data_dir: str | os.PathLike | None, source: Mapping[str, Any], nam
     ``image``, ``caption`` (5 per image), ``sentids``, ``split``, ``img_id``, ``filename``). The ``split`` column
     carries Karpathy's published train / val / test assignment: those are the source's splits. The caption of a
     row is its first reference caption."""
+    import datasets  # imported where used: reading a dataset config need not load it
     raw = load_parquet(name, source, data_dir, columns=["image", "caption", split_column], cache_dir=cache_dir,
                        image_columns=["image"])
     table = datasets.concatenate_datasets(list(raw.values()))
@@ -45,6 +47,7 @@ def nycc(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: st
     al.), checked to keep every cartoon on one side; a copy whose splits share a cartoon is refused. False pools
     the three splits into one ``train`` pool, from which the split step carves val and test by cartoon
     (``splits.group_column: contest_number``)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     raw = load_parquet(name, source, data_dir, columns=["image", "caption_choices", "label", "contest_number"],
                        cache_dir=cache_dir, image_columns=["image"])
 
@@ -77,6 +80,7 @@ def winoground(data_dir: str | os.PathLike | None, source: Mapping[str, Any], na
     """``facebook/winoground`` (gated; 400 examples of two images and two captions, one ``test`` split). Each
     example becomes two (image, caption) rows, ``(image_0, caption_0)`` and ``(image_1, caption_1)``, grouped by
     the example ``id`` so that a split never separates them."""
+    import datasets  # imported where used: reading a dataset config need not load it
     raw = load_parquet(name, source, data_dir, columns=["id", "image_0", "image_1", "caption_0", "caption_1"],
                        cache_dir=cache_dir, image_columns=["image_0", "image_1"])
     out = {}

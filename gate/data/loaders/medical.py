@@ -9,13 +9,15 @@ import csv
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import numpy as np
 
 from ...errors import DatasetUnavailable, GateError
 from ..hub import how_to_get, require_columns
+
+if TYPE_CHECKING:
+    import datasets
 
 CHEXPERT_FINDINGS = ("Cardiomegaly", "Edema", "Consolidation", "Atelectasis", "Pleural Effusion")
 HAM10K_CLASSES = ("akiec", "bcc", "bkl", "df", "mel", "nv", "vasc")
@@ -34,6 +36,7 @@ def _read_csv(key: str, path: Path, need: Sequence[str], source: Mapping[str, An
 
 
 def _table(images: list[str], labels: np.ndarray, groups: list[str], group_name: str) -> datasets.Dataset:
+    import datasets  # imported where used: reading a dataset config need not load it
     features = datasets.Features({"image": datasets.Image(), "labels": datasets.List(datasets.Value("float32")),
                                   group_name: datasets.Value("string")})
     return datasets.Dataset.from_dict({"image": images, "labels": labels.tolist(), group_name: groups},
@@ -55,6 +58,7 @@ def chexpert(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name
     ``data_dir``. Targets: the five competition findings; uncertain labels (-1) are positive for
     ``uncertain_as_positive`` (U-Ones) and negative otherwise (U-Zeros), blanks negative (Irvin et al. 2019).
     Splits ``train`` and ``validation`` (valid.csv, the radiologist-labelled set)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     root = Path(data_dir or "")
     base = root / "CheXpert-v1.0-small"
     if not data_dir or not base.is_dir():
@@ -84,6 +88,7 @@ def diabetic_retinopathy(data_dir: str | os.PathLike | None, source: Mapping[str
     images under ``resized_train/resized_train/<image>.jpeg``. Target: the grade one-hot (GATE scores it as
     multi-label, AUC per grade). One source split (``train``); ``patient`` (the id before ``_left``/``_right``)
     groups a person's two eyes."""
+    import datasets  # imported where used: reading a dataset config need not load it
     root = Path(data_dir or "")
     if not data_dir or not root.is_dir():
         raise DatasetUnavailable(f"dataset {name!r} is not on disk (no local copy at {root}); "
@@ -105,6 +110,7 @@ def ham10k(data_dir: str | os.PathLike | None, source: Mapping[str, Any], name: 
     """Kaggle ``kmader/skin-cancer-mnist-ham10000``: ``HAM10000_metadata.csv`` (``lesion_id``, ``image_id``,
     ``dx``, ...) and ``<image_id>.jpg`` in ``HAM10000_images_part_1/`` or ``_part_2/``. Target: the diagnosis one-hot
     over the 7 classes; ``lesion`` groups the images of one lesion. One source split (``train``)."""
+    import datasets  # imported where used: reading a dataset config need not load it
     root = Path(data_dir or "")
     if not data_dir or not root.is_dir():
         raise DatasetUnavailable(f"dataset {name!r} is not on disk (no local copy at {root}); "
