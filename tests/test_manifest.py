@@ -58,7 +58,8 @@ def test_source_test_split_is_kept_and_val_comes_from_train(tmp_path):
 def test_groups_never_straddle_splits(tmp_path):
     data = datasets.DatasetDict({"train": datasets.Dataset.from_dict(
         {"label": [0, 1] * 50, "patient": [str(i // 4) for i in range(100)]})})
-    splits = make_splits(data, seed=0, name="toy", group_column="patient", manifest_dir=tmp_path)
+    splits = make_splits(data, seed=0, recipe=recipe_of({"group_column": "patient"}, None), name="toy",
+                         manifest_dir=tmp_path)
     groups = [set(s["patient"]) for s in splits.values()]
     assert not (groups[0] & groups[1] or groups[0] & groups[2] or groups[1] & groups[2])
 

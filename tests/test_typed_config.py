@@ -70,3 +70,43 @@ def test_the_store_layout_under_a_root_is_read_from_the_paths_config(tmp_path):
     checked = parse_run(compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch"]))
     for key in ("results", "runs", "data"):
         assert str(settings.default_path(key, tmp_path)) == checked.config["paths"][key]
+
+
+def test_a_gate_run_checks_each_section_once_and_builds_its_dataset_spec_once(tmp_path, capsys, monkeypatch):
+    """A real gate-run (the console script's main, in this process): its run config is checked and built once, its
+    dataset section (the split recipe inside it) checked once, the trainer section once, the dataset spec built
+    once — no stage re-checks what the parse at the edge checked. Counted on the one checker every section goes
+    through (gate.settings.check, which checks nested sections by calling itself) and on the spec's constructor."""
+    import sys
+    from collections import Counter
+
+    from gate.cli import run
+    from gate.data.spec import DatasetSpec
+
+    from helpers import SMOKE, call_cli
+
+    original, counts = settings.check, Counter()
+    watched = {id(settings.RUN): "run", id(settings.DATASET): "dataset", id(settings.TRAINER): "trainer",
+               id(settings.DATA): "data"}
+
+    def counting(values, section, *args, **kwargs):
+        name = watched.get(id(section)) or ("split recipe" if section.owner == settings.SPLIT_RECIPE.owner else None)
+        if name:
+            counts[name] += 1
+        return original(values, section, *args, **kwargs)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("gate") and m is not None]:
+        if getattr(module, "check", None) is original:
+            monkeypatch.setattr(module, "check", counting)
+    built, init = [], DatasetSpec.__post_init__
+    monkeypatch.setattr(DatasetSpec, "__post_init__", lambda self: (built.append(self.name), init(self))[1])
+    parsed, build = [], settings.build
+    monkeypatch.setattr(settings, "build", lambda section, values, name: (parsed.append(name), build(section, values, name))[1])
+
+    out = call_cli(run.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"], capsys,
+                   prog="gate-run")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "test/acc@1" in out.stdout  # it trained and tested
+    assert parsed.count("RunConfig") == 1, parsed
+    assert counts == {"run": 1, "data": 1, "trainer": 1, "dataset": 1, "split recipe": 1}, counts
+    assert built == ["digits"], built

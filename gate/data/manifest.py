@@ -105,13 +105,25 @@ def recipe_of(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: 
     split) with ``class_order`` (how classes are ranked before the carve). What ``split_cfg`` (a dataset's
     ``splits:``) leaves out comes from conf/dataset_defaults/splits.yaml; it is checked against
     :data:`gate.settings.SPLIT_RECIPE`."""
-    from ..settings import SPLIT_RECIPE, check, yaml_defaults
+    from ..settings import SPLIT_RECIPE, check
 
-    given = {k: v for k, v in dict(split_cfg or {}).items() if v is not None}
-    problems = check(given, SPLIT_RECIPE, "dataset.splits")
+    problems = check(_given(split_cfg), SPLIT_RECIPE, "dataset.splits")
     if problems:
         raise ConfigError("; ".join(problems))
-    cfg = {**yaml_defaults(SPLIT_RECIPE), **given}
+    return checked_recipe(split_cfg, stratify, group)
+
+
+def _given(split_cfg: Mapping[str, Any] | None) -> dict[str, Any]:
+    return {k: v for k, v in dict(split_cfg or {}).items() if v is not None}
+
+
+def checked_recipe(split_cfg: Mapping[str, Any] | None, stratify: str | None, group: str | None = None) -> dict[str, Any]:
+    """:func:`recipe_of` for a ``splits:`` block already checked against :data:`gate.settings.SPLIT_RECIPE` (as
+    part of its dataset section, :func:`gate.data.spec.dataset_problems`): the engine's splits take this, so a run
+    checks its recipe once."""
+    from ..settings import SPLIT_RECIPE, yaml_defaults
+
+    cfg = {**yaml_defaults(SPLIT_RECIPE), **_given(split_cfg)}
     recipe = {"seed": int(cfg["seed"]), "val_fraction": float(cfg["val_fraction"]),
               "test_fraction": float(cfg["test_fraction"]), "stratify": stratify,
               "group": group if group is not None else cfg["group_column"],

@@ -193,6 +193,12 @@ def spec_from_config(cfg: Mapping[str, Any]) -> DatasetSpec:
     problems = dataset_problems(cfg, run=False)  # a run's own rules: gate.engine.validate, before the spec is built
     if problems:
         raise ValueError(f"dataset {cfg.get('name', '?')!r}: " + "; ".join(problems))
+    return checked_spec(cfg)
+
+
+def checked_spec(cfg: Mapping[str, Any]) -> DatasetSpec:
+    """The :class:`DatasetSpec` of a dataset section that :func:`dataset_problems` has passed: gate-run's and
+    gate-score's validation check the section once, and their parse builds the spec with this."""
     # every key the spec holds, as given (a null: the spec's default); the spec normalises them itself
     return DatasetSpec(**{f.name: cfg[f.name] for f in dataclasses.fields(DatasetSpec) if cfg.get(f.name) is not None})
 

@@ -22,7 +22,7 @@ from typing import Any
 import datasets
 import numpy as np
 
-from .manifest import SPLIT_ALIASES, apply_manifest, load_or_create, recipe_of, source_fingerprint
+from .manifest import SPLIT_ALIASES, apply_manifest, load_or_create, source_fingerprint
 
 __all__ = ["SPLIT_ALIASES", "labels_of", "make_splits", "cap_splits", "cap_unit"]
 
@@ -84,31 +84,26 @@ def cap_splits(splits: Mapping[str, datasets.Dataset], max_samples: Mapping[str,
     return out
 
 
-def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float | None = None,
-                test_fraction: float | None = None,
+def make_splits(raw: datasets.DatasetDict, seed: int, recipe: Mapping[str, Any],
                 max_samples: dict[str, int | None] | None = None, num_classes: int | None = None,
-                name: str = "dataset", label_column: str | None = None, split_seed: int | None = None,
-                manifest_dir: str | Path | None = None, revision: str | None = None,
-                hash_columns: list[str] | None = None, group_column: str | None = None,
-                roles: Mapping[str, str] | None = None, by_class: Mapping[str, int] | None = None,
-                force: bool = False, cap_group_column: str | None = None) -> datasets.DatasetDict:
+                name: str = "dataset", manifest_dir: str | Path | None = None, revision: str | None = None,
+                hash_columns: list[str] | None = None, force: bool = False,
+                cap_group_column: str | None = None) -> datasets.DatasetDict:
     """Return a DatasetDict with exactly ``train``, ``val`` and ``test``.
 
-    Splits the source provides are kept; a missing test split is carved from train (``test_fraction``),
-    then a missing val split from what remains (``val_fraction``), seeded by ``split_seed`` (not the run
-    ``seed``; each None: conf/dataset_defaults/splits.yaml's, through :func:`gate.data.manifest.recipe_of`),
-    stratified by ``label_column`` (or whole groups of ``group_column`` together). With a
-    ``manifest_dir`` the split is written there once and reused (see :mod:`gate.data.manifest`).
-    ``by_class`` (``{train: n, val: n, test: n}``) carves a one-split few-shot source by class instead
-    (:func:`gate.data.manifest.carve_classes`, classes by ``label_column``).
+    ``recipe`` is the split recipe (:func:`gate.data.manifest.recipe_of`, or ``checked_recipe`` for a dataset
+    section already checked): splits the source provides are kept; a missing test split is carved from train
+    (``test_fraction``), then a missing val split from what remains (``val_fraction``), seeded by the recipe's
+    ``seed`` (the split seed, not the run ``seed``), stratified by its ``stratify`` column (or whole groups of its
+    ``group`` column together). With a ``manifest_dir`` the split is written there once and reused (see
+    :mod:`gate.data.manifest`). A recipe with ``by_class`` (``{train: n, val: n, test: n}``) carves a one-split
+    few-shot source by class instead (:func:`gate.data.manifest.carve_classes`, classes by ``stratify``).
     ``num_classes`` (single-label tasks) must equal the classes present in the whole training split.
     ``max_samples`` caps splits after the manifest (:func:`cap_splits`), by whole groups of
-    ``cap_group_column`` (default ``group_column``; :func:`cap_unit` chooses it for a dataset config); the result's
-    ``rows_before_caps`` attribute says how many rows each split had before.
+    ``cap_group_column`` (default the recipe's ``group``; :func:`cap_unit` chooses it for a dataset config); the
+    result's ``rows_before_caps`` attribute says how many rows each split had before.
     """
-    recipe = recipe_of({"seed": split_seed, "val_fraction": val_fraction, "test_fraction": test_fraction,
-                        "roles": roles, "by_class": by_class},
-                       stratify=label_column, group=group_column)
+    label_column, group_column = recipe["stratify"], recipe["group"]
     columns = [c for c in (label_column, group_column, *(hash_columns or [])) if c]
     source = source_fingerprint(raw, revision=revision, columns=columns)
     manifest, _, _ = load_or_create(raw, name, recipe, source, manifest_dir, force=force)
@@ -125,14 +120,3 @@ def make_splits(raw: datasets.DatasetDict, seed: int, val_fraction: float | None
     # rows each split had before its cap (GATEDataModule.split_rows).
     out.rows_before_caps = {n: len(splits[n]) for n in ("train", "val", "test")}
     return out
-
-
-def split_options(dataset_cfg: Mapping[str, Any]) -> dict[str, Any]:
-    """The make_splits keyword arguments a dataset config's ``splits:`` block and ``source:`` block give (what it
-    leaves out: None, the recipe's default from conf/dataset_defaults/splits.yaml)."""
-    split_cfg = dict(dataset_cfg.get("splits") or {})
-    source = dict(dataset_cfg.get("source") or {})
-    return {"val_fraction": split_cfg.get("val_fraction"), "test_fraction": split_cfg.get("test_fraction"),
-            "split_seed": split_cfg.get("seed"), "group_column": split_cfg.get("group_column"),
-            "roles": split_cfg.get("roles"), "by_class": split_cfg.get("by_class"),
-            "revision": source.get("revision")}

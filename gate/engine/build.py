@@ -18,8 +18,9 @@ from omegaconf import DictConfig, OmegaConf
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
 from ..data.loading import resolve_num_workers, resolve_pin_memory, uses_cuda
+from ..data.manifest import checked_recipe
 from ..data.spec import DatasetSpec, spec_from_config
-from ..data.splits import cap_unit, make_splits, split_options
+from ..data.splits import cap_unit, make_splits
 from ..encoders.base import GATEEncoder
 from ..errors import GateError
 from ..families import family
@@ -94,12 +95,13 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     spec = spec if spec is not None else build_spec(cfg)
     raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
     closed = family(spec.task).closed_label_set  # the train split must then hold every declared class
-    options = split_options(cfg)
-    return make_splits(raw, seed=seed, max_samples=dict(max_samples or {}),
-                       num_classes=spec.num_classes if closed else None, name=spec.name,
-                       label_column=spec.label_column, manifest_dir=manifest_dir, hash_columns=list(spec.targets),
-                       force=force, cap_group_column=cap_unit(spec.task, spec.targets, options["group_column"],
-                                                              spec.label_column), **options)
+    # the dataset section (its splits: block with it) was checked once, by the run's validation or build_spec
+    recipe = checked_recipe(cfg.get("splits"), stratify=spec.label_column)
+    return make_splits(raw, seed=seed, recipe=recipe, max_samples=dict(max_samples or {}),
+                       num_classes=spec.num_classes if closed else None, name=spec.name, manifest_dir=manifest_dir,
+                       revision=(cfg.get("source") or {}).get("revision"), hash_columns=list(spec.targets),
+                       force=force, cap_group_column=cap_unit(spec.task, spec.targets, recipe["group"],
+                                                              spec.label_column))
 
 
 def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:

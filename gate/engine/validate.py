@@ -23,7 +23,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .. import settings
-from ..data.spec import DatasetSpec, spec_from_config
+from ..data.spec import DatasetSpec, checked_spec
 from ..errors import ConfigError
 from ..settings import Int, check, show, target_of
 
@@ -220,11 +220,9 @@ def _family_caps(plain: Mapping[str, Any]) -> list[str]:
 def _layout(plain: Mapping[str, Any]) -> list[str]:
     """A global batch too small to give every process (trainer.devices x trainer.num_nodes) an example."""
     from ..parallel import requested_world_size
-    from ..settings import TRAINER
 
-    trainer, batch = _section(plain, "trainer"), _section(plain, "data").get("batch_size")
-    if check(trainer, TRAINER, "trainer") or not Int(1).valid(batch):
-        return []
+    # run after the run's own sections passed (validate_run_config): trainer and data.batch_size are valid here
+    trainer, batch = _section(plain, "trainer"), _section(plain, "data")["batch_size"]
     world = requested_world_size(trainer)
     if batch < world:
         return [f"data.batch_size={batch} is invalid: it is the global batch, shared out to {world} processes "
@@ -320,7 +318,8 @@ class Checked:
 
 def _checked(command: str, section: settings.Section, name: str, cfg: Any) -> Checked:
     config = resolved_config(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
-    return Checked(command, config, settings.build(section, config, name), spec_from_config(config["dataset"]))
+    # the dataset section passed the validation just before (the one dataset check): its spec is built, not re-checked
+    return Checked(command, config, settings.build(section, config, name), checked_spec(config["dataset"]))
 
 
 def parse_run(cfg: Any) -> Checked:
