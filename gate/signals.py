@@ -76,11 +76,6 @@ def recorded(what: str) -> None:
     _recorded = what
 
 
-def received() -> int | None:
-    """The stop signal this process received, if any."""
-    return _received
-
-
 def install() -> None:
     """Make :data:`STOP_SIGNALS` raise :class:`Stopped` in this process and leave :func:`message` on stderr at exit.
     For entry points only (the main thread of a process of their own)."""

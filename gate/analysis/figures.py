@@ -241,36 +241,3 @@ def representative_heatmap(mean: pd.DataFrame, path: Path, *, halfwidth: pd.Data
     return path
 
 
-def predicted_vs_full(panels: Mapping[str, tuple[pd.Series, pd.Series]], path: Path,
-                      taus: Mapping[str, float] | None = None) -> Path | None:
-    """One panel per benchmark (and the tier): each encoder's full rank (x) against its predicted rank (y),
-    both 1 = best, the diagonal a perfect prediction; Kendall τ in the title. ``panels``: name → (predicted,
-    full), higher-is-better values per encoder."""
-    if not panels:
-        return None
-    n = len(panels)
-    cols = min(4, n)
-    rows = int(np.ceil(n / cols))
-    fig = new_figure((3.0 * cols, 2.9 * rows))
-    axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
-    for ax, (name, (pred, full)) in zip(axes, panels.items()):
-        common = [e for e in full.index if e in pred.index and np.isfinite(full[e]) and np.isfinite(pred[e])]
-        fr = full[common].rank(ascending=False, method="average")
-        pr = pred[common].rank(ascending=False, method="average")
-        k = len(common)
-        ax.plot([1, k], [1, k], color="lightgrey", lw=1, zorder=0)
-        ax.scatter(fr, pr, s=18, color="tab:blue")
-        for e in common:
-            ax.annotate(e, (fr[e], pr[e]), fontsize=5, xytext=(2, 2), textcoords="offset points")
-        ax.set_xlim(k + 0.5, 0.5)
-        ax.set_ylim(k + 0.5, 0.5)
-        tau = (taus or {}).get(name)
-        ax.set_title(f"{name}" + (f"  τ={tau:+.2f}" if tau is not None and np.isfinite(tau) else ""), fontsize=8)
-        ax.set_xlabel("full rank", fontsize=7)
-        ax.set_ylabel("predicted rank", fontsize=7)
-        ax.tick_params(labelsize=6)
-    for ax in axes[n:]:
-        ax.set_visible(False)
-    fig.tight_layout()
-    fig.savefig(path, dpi=DPI)
-    return path

@@ -21,7 +21,6 @@ store changes neither (tests/test_rank_v2.py).
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -83,20 +82,6 @@ class History:
         value on every one of them."""
         return len(self.restrict(benchmarks).values) >= min_encoders and \
             len(self.restrict(benchmarks).values.columns) == len([b for b in benchmarks])
-
-    def seed_noise(self) -> pd.Series:
-        """Per benchmark, the spread of its encoders' values over their seed-to-seed noise (higher: a benchmark
-        whose ranking a single run reproduces); NaN where the history has no seeds."""
-        out = {}
-        for b in self.values.columns:
-            f = self.seeds.get(b)
-            if f is None or f.shape[1] < 2:
-                out[b] = math.nan
-                continue
-            noise = float(np.nanmean(f.std(axis=1, ddof=1)))
-            spread = float(self.values[b].std(ddof=1))
-            out[b] = spread / noise if noise > 0 else math.inf
-        return pd.Series(out, dtype=float)
 
 
 def merge(histories: Sequence[History]) -> History:
