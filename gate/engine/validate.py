@@ -48,10 +48,12 @@ def _resolved(cfg: Any) -> dict[str, Any]:
 
 def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     """The config as plain resolved data, without Hydra's own node, with absolute output paths."""
-    if "paths" in cfg and cfg.paths.get("root"):
+    root = cfg.paths.get("root") if "paths" in cfg else None
+    absolute = str(Path(root).expanduser().resolve()) if root else root
+    if absolute != root:  # (a tier's expansion gives the absolute root already: no copy of each config then)
         cfg = copy.deepcopy(cfg)
         with open_dict(cfg):  # anchor every derived path (logger dirs included) at an absolute root
-            cfg.paths.root = str(Path(cfg.paths.root).expanduser().resolve())
+            cfg.paths.root = absolute
     plain = OmegaConf.to_container(cfg, resolve=True)
     plain.pop("hydra", None)
     if isinstance(plain.get("paths"), dict):
