@@ -279,7 +279,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                 paper = tuple(o for o in paper if override_key(o) not in later)
                 if paper and not any(nested(override_key(o), k) for o in paper for k in later):
                     after = paper
-                elif paper:  # a later override inside (or above) a paper key: Hydra's order decides, compose with them
+                elif paper:  # a later override inside (or above) a paper key: Hydra's order decides, so the entry
+                    # is composed with them on its command line: the composition kept above (without them) is dropped
                     swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
             for enc in encoders:
                 # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
