@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers import SMOKE, call_cli
+from helpers import SMOKE, TINY_ENCODER, call_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,7 +43,7 @@ def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
         return real(cfg)
 
     monkeypatch.setattr(validate, "validate_run_config", counted)
-    out = call_cli(run.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"], capsys,
+    out = call_cli(run.main, [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"], capsys,
                    prog="gate-run")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "test/" in out.stdout and len(calls) == 1, (len(calls), out.stdout[-1000:])

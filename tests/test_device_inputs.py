@@ -89,9 +89,9 @@ def test_masks_and_other_targets_cross_untouched(tmp_path):
     preparation): the batch the adapter reads holds the raw class ids."""
     from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 
-    from helpers import compose_run
+    from helpers import TINY_ENCODER, compose_run
 
-    cfg = compose_run(tmp_path, ["dataset=fmnist_seg", "encoder=resnet18_scratch", "image_size=32",
+    cfg = compose_run(tmp_path, ["dataset=fmnist_seg", *TINY_ENCODER, "image_size=32",
                                  "data.batch_size=4"])
     encoder = build_encoder(cfg.encoder, "image", seed=0)
     spec = build_spec(cfg.dataset)

@@ -25,7 +25,7 @@ from gate.errors import GateError
 from gate.files import atomic_write_text
 from gate.results import Record, ResultsStore, read_jsonl
 
-from helpers import SMOKE, call_cli, compose_run
+from helpers import SMOKE, TINY_ENCODER, call_cli, compose_run
 
 # The smoke preset on digits (tests/helpers.py): a checkpoint every 2 steps; 12 steps leave seconds to stop it in.
 SIGNALLED = [*SMOKE, "dataset=digits", "trainer.max_steps=8", "trainer.val_check_interval=2", "data.batch_size=8"]
@@ -83,7 +83,7 @@ def test_lightnings_own_sigterm_exit_is_a_stop_not_a_success(tmp_path, monkeypat
         return step(self, *args, **kwargs)
 
     monkeypatch.setattr(GATEModel, "training_step", signalled_step)
-    cfg = compose_run(tmp_path, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch"])
+    cfg = compose_run(tmp_path, [*SMOKE, "dataset=digits", *TINY_ENCODER])
     with pytest.raises(SystemExit) as stopped:
         run_finetune(cfg)
     assert stopped.value.code == 128 + signal.SIGTERM
@@ -170,7 +170,7 @@ def test_a_planted_pickle_as_the_resume_checkpoint_is_refused_in_one_line(tmp_pa
     from gate.engine.validate import resolved_config
     from gate.results import experiment_id
 
-    args = [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"]
+    args = [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"]
     exp = experiment_id(resolved_config(compose_run(tmp_path, args)), "finetune")
     marker = tmp_path / "pwned"
     planted = tmp_path / "runs" / exp / "checkpoints" / "step=2.ckpt"
@@ -304,7 +304,7 @@ def test_a_full_disk_while_checkpointing_names_the_checkpoint(tmp_path, capsys, 
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(torch, "save", full)
-    out = call_cli(run_cli.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"],
+    out = call_cli(run_cli.main, [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"],
                    capsys, prog="gate-run")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     line = out.stderr.strip().splitlines()[-1]

@@ -12,7 +12,7 @@ import torch
 import gate.engine.training.finetune as finetune
 from gate.results import ResultsStore
 
-from helpers import FAST, SMOKE, call_cli, compose_run
+from helpers import FAST, SMOKE, TINY_ENCODER, call_cli, compose_run
 
 pytestmark = pytest.mark.slow
 
@@ -109,7 +109,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
             if trainer.global_step >= 6:  # after the checkpoint of step 4
                 raise Crash("simulated node failure")
 
-    overrides = [*FAST, "encoder=resnet18_scratch", "trainer.max_steps=8", "trainer.val_check_interval=4",
+    overrides = [*FAST, *TINY_ENCODER, "trainer.max_steps=8", "trainer.val_check_interval=4",
                  "data.max_val_samples=64", "data.max_test_samples=64"]  # checkpoints at steps 4 and 8
     real_build = finetune.build_trainer
     monkeypatch.setattr(finetune, "build_trainer",
@@ -189,14 +189,17 @@ def test_multirun_sweep_records_one_experiment_per_combination(tmp_path, monkeyp
     root, cwd = tmp_path / "out", tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
-    out = call_cli(run_cli.main, ["-m", "encoder=resnet18_scratch,vit_tiny_scratch", "seed=0,1", f"paths.root={root}",
-                                  "dataset=digits", *SMOKE, "data.max_test_samples=32"], capsys, prog="gate-run")
+    # two of timm's tiny test models through encoder=timm: the sweep is the point, not the models
+    out = call_cli(run_cli.main, ["-m", "encoder=timm", "encoder.model_name=test_resnet,test_efficientnet", "seed=0,1",
+                                  f"paths.root={root}", "dataset=digits", *SMOKE, "data.max_test_samples=32"], capsys,
+                   prog="gate-run")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "[gate] sweep of 4 job(s):" in out.stdout and "#3: encoder=vit_tiny_scratch seed=1" in out.stdout
+    assert "[gate] sweep of 4 job(s):" in out.stdout
+    assert "#3: encoder=timm encoder.model_name=test_efficientnet seed=1" in out.stdout, out.stdout
     assert list(cwd.iterdir()) == []  # nothing in the working directory: Hydra's multirun.yaml is under the root
     rows = ResultsStore(root / "results" / "records.jsonl").records()
     combos = {(r["encoder"], r["seed"]) for r in rows}
-    assert combos == {(e, s) for e in ("resnet18_scratch", "vit_tiny_scratch") for s in (0, 1)}
+    assert combos == {(e, s) for e in ("timm_test_resnet", "timm_test_efficientnet") for s in (0, 1)}
     assert len({r["experiment"] for r in rows}) == 4
 
 

@@ -22,9 +22,9 @@ from gate.cli import tier as tier_cli
 from gate.errors import GateError
 from gate.results import ExperimentLock, Record, ResultsStore
 
-from helpers import SMOKE, call_cli
+from helpers import SMOKE, TINY_ENCODER, call_cli
 
-RUN = [*SMOKE, "dataset=digits", "encoder=resnet18_scratch"]
+RUN = [*SMOKE, "dataset=digits", *TINY_ENCODER]
 
 
 def one_line(result, cmd: str) -> str:
@@ -87,7 +87,7 @@ def test_memory_running_out_says_which_stage_and_what_to_lower(tmp_path, capsys,
         raise MemoryError()
 
     monkeypatch.setattr(features, "extract_features", no_memory)
-    out = call_cli(score_cli.main, ["dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}",
+    out = call_cli(score_cli.main, ["dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}",
                                     "max_samples=100", "progress_bar=false"], capsys, prog="gate-score")
     line = one_line(out, "gate-score")
     assert "memory ran out" in line and "max_samples" in line and "batch_size" in line, line

@@ -21,9 +21,9 @@ import torch
 
 from gate.engine.training import ensemble
 
-from helpers import compose_run
+from helpers import TINY_ENCODER, compose_run
 
-COMMON = ["encoder=resnet18_scratch", "image_size=224", "logger=csv", "callbacks=none", "trainer.max_steps=2",
+COMMON = [*TINY_ENCODER, "image_size=224", "logger=csv", "callbacks=none", "trainer.max_steps=2",
           "trainer.val_check_interval=1", "trainer.enable_progress_bar=false", "data.batch_size=2",
           "data.eval_batch_size=2", "ensembles=[1,2]", "keep_checkpoints=none", "data.max_val_samples=4",
           "data.max_test_samples=null"]

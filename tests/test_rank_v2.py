@@ -314,10 +314,10 @@ def test_a_real_run_records_its_validation_curve_and_a_shorter_run_is_its_prefix
     from gate.engine.training.finetune import run_finetune
     from gate.results import ResultsStore
 
-    from helpers import SMOKE, compose_run
+    from helpers import SMOKE, TINY_ENCODER, compose_run
 
     # dropout draws from the global stream in every training step: what a validation's draw would shift
-    base = [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", "data.max_val_samples=32",
+    base = [*SMOKE, "dataset=digits", *TINY_ENCODER, "data.max_val_samples=32",
             "data.max_test_samples=32", "evaluate_test=false", "adapter.dropout=0.5"]
     long = run_finetune(compose_run(tmp_path / "long", [*base, "trainer.max_steps=6", "trainer.val_check_interval=2"]))
     short = run_finetune(compose_run(tmp_path / "short", [*base, "trainer.max_steps=4", "trainer.val_check_interval=4"]))

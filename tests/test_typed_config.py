@@ -83,7 +83,7 @@ def test_a_gate_run_checks_each_section_once_and_builds_its_dataset_spec_once(tm
     from gate.cli import run
     from gate.data.spec import DatasetSpec
 
-    from helpers import SMOKE, call_cli
+    from helpers import SMOKE, TINY_ENCODER, call_cli
 
     original, counts = settings.check, Counter()
     watched = {id(settings.RUN): "run", id(settings.DATASET): "dataset", id(settings.TRAINER): "trainer",
@@ -103,7 +103,7 @@ def test_a_gate_run_checks_each_section_once_and_builds_its_dataset_spec_once(tm
     parsed, build = [], settings.build
     monkeypatch.setattr(settings, "build", lambda section, values, name: (parsed.append(name), build(section, values, name))[1])
 
-    out = call_cli(run.main, [*SMOKE, "dataset=digits", "encoder=resnet18_scratch", f"paths.root={tmp_path}"], capsys,
+    out = call_cli(run.main, [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"], capsys,
                    prog="gate-run")
     assert out.returncode == 0, out.stderr[-2000:]
     assert "test/acc@1" in out.stdout  # it trained and tested
