@@ -71,3 +71,18 @@ def test_gate_datas_action_word_is_checked_in_one_line(tmp_path, capsys, monkeyp
         assert lines[0].startswith("gate-data: error: the first word says what gate-data does: list, prepare, verify")
         assert got in lines[0]
     assert list(tmp_path.iterdir()) == []  # nothing composed, nothing written
+
+
+def test_hydras_flags_may_stand_before_gate_datas_action_word(tmp_path, capsys, monkeypatch):
+    """``gate-data --cfg job list`` printed a parse error naming ``list`` (the flags were handed to Hydra with the
+    action word still among the overrides); Hydra's flags are taken off wherever they stand."""
+    from gate.cli import data
+
+    assert data.hydra_flags(["--cfg", "job", "list", "dataset=digits"]) == (["--cfg", "job"], ["list", "dataset=digits"])
+    assert data.hydra_flags(["list", "--info", "defaults", "-m"]) == (["--info", "defaults", "-m"], ["list"])
+    assert data.hydra_flags(["--info", "list"]) == (["--info"], ["list"])  # `list` is not one of --info's topics
+    monkeypatch.chdir(tmp_path)
+    for argv in (["--cfg", "job", "list"], ["list", "--cfg", "job"]):
+        out = call_cli(data.main, argv, capsys, prog="gate-data")
+        assert out.returncode == 0 and "error" not in out.stderr, out.stderr
+        assert "\npaths:\n" in out.stdout and "force: false" in out.stdout  # Hydra printed the composed config

@@ -28,9 +28,38 @@ def front(argv: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
     """gate-data's command line before Hydra reads it: the action (its first word) and the ``dataset=`` keys, each
     checked; what Hydra composes (prepare, verify: the one dataset's config; list: the rest, its ``dataset.*``
     overrides kept for each dataset's own composition); and what the parse is given besides the config."""
-    argv = list(argv)
-    if argv and argv[0].startswith("-"):  # Hydra's own flags (--help, --cfg job, ...)
-        return argv, {"action": "list"}
+    flags, argv = hydra_flags(argv)
+    if flags and not argv:  # --help, --hydra-help, --info: Hydra answers them
+        return flags, {"action": "list"}
+    done, parse = words(argv)
+    return [*flags, *done], parse
+
+
+# Hydra's own flags that take the next word (``--cfg job``); ``--info`` takes it only when it is one of its topics.
+FLAG_VALUES = {"--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", "--config-dir", "-cd",
+               "--experimental-rerun", "--shell-completion", "-sc"}
+INFO_TOPICS = {"all", "config", "defaults", "defaults-tree", "plugins", "searchpath"}
+
+
+def hydra_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Hydra's flags (with their values) wherever they stand, and gate-data's own words in their order:
+    ``gate-data --cfg job list`` is ``list`` with ``--cfg job``."""
+    flags, rest, argv = [], [], list(argv)
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        takes = arg in FLAG_VALUES or (arg in ("--info", "-i") and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS)
+        if arg.startswith("-") and "=" not in arg:
+            flags += argv[i:i + 2] if takes else [arg]
+            i += 2 if takes else 1
+            continue
+        rest.append(arg)
+        i += 1
+    return flags, rest
+
+
+def words(argv: list[str]) -> tuple[list[str], dict[str, Any]]:
+    """The action word and the rest of gate-data's command line (Hydra's flags taken off)."""
     if not argv or argv[0] not in ACTIONS:
         got = f"; got {argv[0]!r}" if argv else ""
         raise ConfigError(f"the first word says what gate-data does: {', '.join(ACTIONS)} (gate-data list, gate-data "
