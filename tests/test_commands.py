@@ -86,3 +86,13 @@ def test_hydras_flags_may_stand_before_gate_datas_action_word(tmp_path, capsys, 
         out = call_cli(data.main, argv, capsys, prog="gate-data")
         assert out.returncode == 0 and "error" not in out.stderr, out.stderr
         assert "\npaths:\n" in out.stdout and "force: false" in out.stdout  # Hydra printed the composed config
+
+
+def test_help_names_the_command_not_the_wrapper_module(capsys):
+    """Every command goes through gate/cli/common.py's wrapper, after whose file Hydra named the job: `gate-run
+    --help` opened with "common is powered by Hydra"."""
+    from gate.cli import data, run
+
+    for main, prog in ((run.main, "gate-run"), (data.main, "gate-data")):
+        out = call_cli(main, ["--help"], capsys, prog=prog)
+        assert out.returncode == 0 and out.stdout.startswith(f"{prog} is powered by Hydra."), out.stdout[:200]

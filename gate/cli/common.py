@@ -187,6 +187,8 @@ def gate_command(name: str) -> Callable[[], None]:
                 args = normalise_args(args, dict(row.list_keys))
         except ConfigError as err:
             fail(name, str(err))
+        if not any(a.startswith("hydra.job.name=") for a in args):  # Hydra names the job after this module's
+            args = [*args, f"hydra.job.name={name}"]  # file otherwise: `gate-run --help` said "common is powered by"
         saved, sys.argv = sys.argv, [sys.argv[0], *args]  # Hydra reads the command line from sys.argv
         try:
             hydra_entry(name, compose)  # an unknown key or an unparsable override: one line, not Hydra's report
