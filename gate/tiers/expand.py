@@ -408,15 +408,19 @@ def nested(key: str, other: str) -> bool:
 
 
 def apply_values(cfg: Any, overrides: Sequence[str]) -> Any:
-    """``cfg`` with value overrides (``image_size=64``) set as Hydra sets a command line's values: parsed by its
-    parser and applied by its loader to the composed config, after every config group was merged — so composing
-    without them and setting them here equals composing with them, when no other override touches their keys."""
-    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    """``cfg`` with value overrides (``image_size=64``) set as Hydra sets a command line's plain ``key=value``: the
+    value parsed by its override parser and merged into the composed config, after every config group was merged —
+    so composing without them and setting them here equals composing with them, when no other override touches
+    their keys. Only plain assignments (what :func:`paper_protocol_overrides` gives); a key the config lacks is an
+    error, never added."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from omegaconf import OmegaConf
 
-    OmegaConf.set_struct(cfg, True)  # as composed: a key the config lacks is an error, never added
-    ConfigLoaderImpl._apply_overrides_to_config(OverridesParser.create().parse_overrides(list(overrides)), cfg)
+    OmegaConf.set_struct(cfg, True)  # as composed
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if override.package is not None or override.is_delete() or override.is_add() or override.is_force_add():
+            raise ValueError(f"{override.input_line}: only a plain key=value is set on a composed config")
+        OmegaConf.update(cfg, override.key_or_group, override.value(), merge=True)
     return cfg
 
 
