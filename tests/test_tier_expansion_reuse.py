@@ -94,3 +94,23 @@ def test_the_paper_protocol_set_on_a_composition_is_the_paper_protocol_composed(
         assert e.id == _composed_alone(e.overrides), e.label
         assert e.config["image_size"] == 224 and "image_size=224" in e.overrides
     assert sorted(e.config["data"]["batch_size"] for e in plan.experiments) == [8, 8, 64, 64]
+
+
+def test_a_value_that_interpolates_the_encoder_is_resolved_for_each_encoder(tmp_path):
+    """Another encoder of a kind resolves only its own ``encoder`` node in the kind's composition (the rest was
+    resolved for the kind's first encoder) — unless a value outside the node interpolates the encoder: then the
+    whole config is resolved again. Reusing the first resolution here would give resnet18_scratch's experiment the
+    note ``efficientnet_lite0`` (tried: it does)."""
+    from gate.tiers.expand import expand_tier, load_tier, reads_encoder
+
+    assert reads_encoder({"a": ["${oc.select:encoder.x,0}"]}) and reads_encoder("${.encoder}")
+    assert not reads_encoder("${oc.select:dataset.run_defaults.freeze_encoder,false}")
+    tier = load_tier({"name": "t", "seeds": [0], "benchmarks": [
+        {"dataset": "digits", "overrides": ["+dataset.notes_vs_gate=${encoder.name}"]}]})
+    encoders = ("efficientnet_lite0", "resnet18_scratch")  # one kind: the conv recipe
+    plan = expand_tier(tier, encoders, tmp_path, check_prepared=lambda _: None)
+    assert len(plan.experiments) == 2
+    for e in plan.experiments:
+        assert e.id == _composed_alone(e.overrides), e.label
+    notes = {e.encoder: e.config["dataset"]["notes_vs_gate"] for e in plan.experiments}
+    assert notes == {"efficientnet_lite0": "efficientnet_lite0", "resnet18_scratch": "resnet18_scratch"}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import re
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -293,10 +294,10 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     where = f"{enc} × {entry.dataset} (seed {seed})"
                     try:
                         if resolved is None and after:
-                            composed = swap.compose(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp))
-                            resolved = resolved_config(apply_values(composed, after))
+                            resolved = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp),
+                                                     after)
                         elif resolved is None:
-                            resolved = resolved_config(swap.compose(enc, ovs))
+                            resolved = swap.resolved(enc, ovs)
                         config = with_seed(resolved, seed)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
@@ -361,8 +362,10 @@ class EncoderSwap:
     a kind is composed and the others take its composition with their own ``encoder`` node (unresolved, so what
     interpolates it resolves on theirs). An entry is composed encoder by encoder, as gate-run would, when an override
     names the encoder or its node, or when its composition's ``encoder`` node is not the encoder's own (a config the
-    entry brings, a preset say, wrote into it). ``measurements/tier_expansion.py`` checks the ids and command lines against
-    composing each experiment on its own."""
+    entry brings, a preset say, wrote into it). :meth:`resolved` resolves the rest of a kind's composition once:
+    another encoder of the kind resolves its own ``encoder`` node in it, unless a value outside that node interpolates
+    the encoder (then the whole config is resolved again). ``measurements/tier_expansion.py`` checks the ids and
+    command lines against composing each experiment on its own."""
 
     def __init__(self, compose: Callable[..., Any], encoders: Sequence[str], searchpath: Sequence[str]) -> None:
         from hydra.errors import HydraException
@@ -379,11 +382,37 @@ class EncoderSwap:
             self._node[enc] = plain.pop("encoder", None)
             self._kind[enc] = stable_hash(plain)
         self._entry: dict[str, Any] = {}
+        self._resolved: dict[str, tuple[Any, dict[str, Any], bool]] = {}
         self._own = True
 
     def start_entry(self, overrides: Sequence[str]) -> None:
-        self._entry = {}
+        self._entry, self._resolved = {}, {}
         self._own = any(override_key(o).split(".")[0] == "encoder" for o in overrides)
+
+    def resolved(self, encoder: str, overrides: Sequence[str], after: Sequence[str] = ()) -> dict[str, Any]:
+        """The entry's config for ``encoder`` (composed with ``overrides``, then ``after`` set as a command line's
+        values: :func:`apply_values`), resolved: what ``resolved_config`` of composing it on its own gives."""
+        from omegaconf import OmegaConf, open_dict
+
+        from gate.engine.validate import resolved_config
+
+        kind = self._kind.get(encoder)
+        if kind is not None and kind in self._resolved and not self._own:
+            cfg, first, free = self._resolved[kind]
+            with open_dict(cfg):
+                cfg.encoder = copy.deepcopy(self._node[encoder])
+            if free:  # nothing outside the node reads the encoder: the rest resolves as it did for the kind's first
+                return {**first, "encoder": OmegaConf.to_container(cfg.encoder, resolve=True)}
+            return resolved_config(cfg)
+        cfg = self.compose(encoder, overrides)
+        if after:
+            apply_values(cfg, after)
+        out = resolved_config(cfg)
+        if kind is not None and not self._own:
+            plain = OmegaConf.to_container(cfg, resolve=False)
+            plain.pop("encoder", None)
+            self._resolved[kind] = (cfg, out, not reads_encoder(plain))
+        return out
 
     def compose(self, encoder: str, overrides: Sequence[str]) -> Any:
         from omegaconf import OmegaConf
@@ -400,6 +429,22 @@ class EncoderSwap:
             self._entry[kind] = plain
             return cfg
         return OmegaConf.create({**self._entry[kind], "encoder": copy.deepcopy(self._node[encoder])})
+
+
+# An interpolation that may read the root's ``encoder`` node: ``${encoder.x}``, ``${oc.select:encoder.x,0}``,
+# ``${.encoder}`` (not ``${dataset.run_defaults.freeze_encoder}``).
+_READS_ENCODER = re.compile(r"\$\{[^}]*(?<![\w])\.*encoder(?![\w])")
+
+
+def reads_encoder(value: Any) -> bool:
+    """Whether any string in ``value`` (a plain, unresolved config) interpolates the ``encoder`` node."""
+    if isinstance(value, str):
+        return "${" in value and _READS_ENCODER.search(value) is not None
+    if isinstance(value, dict):
+        return any(reads_encoder(v) for v in value.values())
+    if isinstance(value, list):
+        return any(reads_encoder(v) for v in value)
+    return False
 
 
 def nested(key: str, other: str) -> bool:
