@@ -81,6 +81,7 @@ def test_hydras_flags_may_stand_before_gate_datas_action_word(tmp_path, capsys, 
     assert data.hydra_flags(["--cfg", "job", "list", "dataset=digits"]) == (["--cfg", "job"], ["list", "dataset=digits"])
     assert data.hydra_flags(["list", "--info", "defaults", "-m"]) == (["--info", "defaults", "-m"], ["list"])
     assert data.hydra_flags(["--info", "list"]) == (["--info"], ["list"])  # `list` is not one of --info's topics
+    assert data.hydra_flags(["--cfg=job", "list", "~dataset.x"]) == (["--cfg=job"], ["list", "~dataset.x"])
     monkeypatch.chdir(tmp_path)
     for argv in (["--cfg", "job", "list"], ["list", "--cfg", "job"]):
         out = call_cli(data.main, argv, capsys, prog="gate-data")

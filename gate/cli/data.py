@@ -49,7 +49,7 @@ def hydra_flags(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     while i < len(argv):
         arg = argv[i]
         takes = arg in FLAG_VALUES or (arg in ("--info", "-i") and i + 1 < len(argv) and argv[i + 1] in INFO_TOPICS)
-        if arg.startswith("-") and "=" not in arg:
+        if arg.startswith("-"):  # (an override never does: key=value, +key=, ++key=, ~key; --cfg=job takes no word)
             flags += argv[i:i + 2] if takes else [arg]
             i += 2 if takes else 1
             continue
