@@ -218,6 +218,13 @@ def test_bad_input_is_one_line_before_anything_runs(tmp_path, tier_in_process):
     out = gate_tier([f"tier={tier}", "encoder=efficientnet_lite0,minilm", f"paths.root={tmp_path}"])
     assert out.returncode == 2 and "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert "dataset 'not_a_set' (entry 2), 'no_such_set' (entry 3) are not registered" in out.stderr
+    # launch=json's out= is checked before the tier is expanded (the full tier's expansion takes half a minute)
+    for args, message in (([], "gate-tier: error: launch=json needs out=<file.json>"),
+                          ([f"out={tmp_path / 'no' / 'jobs.json'}"], f"its folder {tmp_path / 'no'} does not exist")):
+        out = gate_tier(["tier=demo", "encoder=efficientnet_lite0", "launch=json", f"paths.root={tmp_path}",
+                         *args])
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1 and message in out.stderr, out.stderr
+        assert "expanding" not in out.stdout + out.stderr
     assert not (tmp_path / "runs").exists() and not (tmp_path / "results").exists()
 
 

@@ -65,7 +65,8 @@ class TierOutcome:
 
 def parse(cfg: Any) -> TierCall:
     """gate-tier's settings and the launcher's (:func:`gate.engine.validate.validate_tier_config`), the tier file,
-    the launcher (launch=slurm without submitit or sbatch is refused here), before any work."""
+    the launcher (launch=slurm without submitit or sbatch is refused here) and the file it writes to (launch=json's
+    out=), before any work."""
     from hydra.core.hydra_config import HydraConfig
 
     from gate.engine.validate import validate_tier_config
@@ -75,7 +76,9 @@ def parse(cfg: Any) -> TierCall:
     plain = validate_tier_config(cfg)
     searchpath = [str(s) for s in (HydraConfig.get().searchpath or [])]
     tier = load_tier(plain["tier_file"] or plain["tier"])
-    return TierCall(plain, searchpath, tier, get_launcher(plain["launch"]))
+    launcher = get_launcher(plain["launch"])
+    launcher.check_out(plain["out"])
+    return TierCall(plain, searchpath, tier, launcher)
 
 
 def visible_gpus() -> list[str]:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import ConfigError
+from gate.files import write_target
 from gate.registry import Registry
 
 
@@ -25,6 +26,7 @@ class LauncherKind:
     #                                  and a benchmark not prepared here is a warning (it may be there), not an error
     pins_gpus: bool = False          # gives each job its own visible GPU of this machine
     output_on_stdout: bool = False   # its output is the job list on stdout (gate-tier's progress goes to stderr)
+    out_help: str = ""               # writes the jobs to the file out= names: what that file is (checked before any work)
 
 
 #: Each launcher's function, imported on first use (a launcher's module may need submitit, a SLURM client, ...).
@@ -88,6 +90,19 @@ class Launcher:
 
     def __call__(self, experiments, ctx: LaunchContext) -> LaunchResult:
         return self.launch(experiments, ctx)
+
+    def check_out(self, out: str | None) -> None:
+        """Before the tier is expanded: a launcher that writes its jobs to ``out=`` gets a file it can write there."""
+        if self.kind.out_help:
+            out_file(self.name, self.kind, out)
+
+
+def out_file(name: str, kind: LauncherKind, out: str | None) -> Path:
+    """The file ``launch=<name>`` writes its jobs to: ``out=``, a regular file or a new one in an existing folder
+    (``out=/dev/full`` is refused, never replaced by a file)."""
+    if not out:
+        raise ConfigError(f"launch={name} needs out={kind.out_help}")
+    return write_target(out, f"launch={name} out file", make_parents=False)
 
 
 def get_launcher(name: str) -> Launcher:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from gate.errors import ConfigError
 from gate.files import atomic_write_text
-from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, shell_command
+from gate.tiers.launchers import LaunchContext, LauncherKind, LaunchResult, out_file, shell_command
 
-KIND = LauncherKind(describes_only=True)
+KIND = LauncherKind(describes_only=True, out_help="<file.json> (where to write {experiment_id: command})")
+
 
 def launch(experiments, ctx: LaunchContext) -> LaunchResult:
-    if not ctx.out:
-        raise ConfigError("launch=json needs out=<file.json> (where to write {experiment_id: command})")
+    out_file("json", KIND, ctx.out)  # checked again here for a caller that did not go through gate-tier's parse
     path = Path(ctx.out).expanduser()
-    # a regular file or a new one in an existing folder (out=/dev/full is refused, never replaced by a file)
     atomic_write_text(path, json.dumps({e.id: shell_command(e.overrides, ctx.force) for e in experiments}, indent=2,
                                      allow_nan=False)
                       + "\n", what="launch=json out file", make_parents=False)
