@@ -79,6 +79,25 @@ def test_bad_input_is_one_line_and_exit_2_before_any_work(tmp_path, monkeypatch,
     assert not (tmp_path / "root" / "runs").exists() and not (tmp_path / "root" / "results").exists()
 
 
+def test_an_encoder_that_cannot_be_built_is_one_line_before_any_run(tmp_path, monkeypatch, capsys):
+    """An encoder of your own config dir that cannot be built at the tier's image size (timm's test ViT is built for
+    160 px; the tier runs 32 px): its proxy runs would fail. gate-rank used to plan with its parameters as NaN, fall
+    to the static ranking, and die writing a NaN into ledger.json."""
+    timm = (Path(__file__).resolve().parents[1] / "conf" / "encoder" / "timm.yaml").read_text()
+    encoders = tmp_path / "my_configs" / "encoder"
+    encoders.mkdir(parents=True)
+    for model in ("test_resnet", "test_efficientnet", "test_vit"):
+        (encoders / f"tiny_{model}.yaml").write_text(timm.replace("name: timm_${encoder.model_name}", f"name: tiny_{model}")
+                                                     .replace("model_name: resnet50", f"model_name: {model}"))
+    tier = write_tier(tmp_path / "tiny.yaml")
+    code, err = rank_in_process(monkeypatch, capsys, [
+        f"tier={tier}", "encoder=tiny_test_resnet,tiny_test_efficientnet,tiny_test_vit",
+        f"hydra.searchpath=[file://{tmp_path / 'my_configs'}]", f"paths.root={tmp_path / 'root'}"])
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert err.startswith("gate-rank: error: encoder 'tiny_test_vit' cannot be built here") and "160 px" in err, err
+    assert not (tmp_path / "root" / "runs").exists() and not (tmp_path / "root" / "reports").exists()
+
+
 def test_unknown_tier_is_refused_before_hydra(monkeypatch, capsys, tmp_path):
     code, err = rank_in_process(monkeypatch, capsys, ["tier=nosuch", f"paths.root={tmp_path}"])
     assert code == 2 and "gate-rank: error: tier='nosuch' is unknown" in err

@@ -349,9 +349,13 @@ def encoder_params(plan: Any, records: Sequence[Mapping[str, Any]]) -> dict[str,
             from gate.engine.build import build_encoder
 
             model = build_encoder(exp.config["encoder"], None, seed=0)
-            out[enc] = float(sum(p.numel() for p in model.parameters()))
-        except Exception:  # noqa: BLE001 - an encoder that cannot be built here has no static params (said below)
-            out[enc] = math.nan
+        except Exception as err:  # noqa: BLE001 - Hydra wraps the encoder's own error: its innermost cause is the line
+            while err.__cause__ is not None:
+                err = err.__cause__
+            # its proxy runs would fail the same way, after the budget was planned around them
+            raise ConfigError(f"encoder {enc!r} cannot be built here (to count its parameters for the cost model, "
+                              f"before any run): {' '.join(str(err).split()) or type(err).__name__}") from None
+        out[enc] = float(sum(p.numel() for p in model.parameters()))
     return out
 
 
@@ -480,7 +484,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                 else:
                     costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc),
                                                        params.get(enc, math.nan)))
-                    ledger.full[key] = len(tier_seeds) * costs.seconds(full_steps[bench], full_steps[bench] // every)
+                    ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(full_steps[bench],
+                                                                                      full_steps[bench] // every))
                     ledger.full_basis[key] = costs.basis
         return ledger.full_seconds or math.nan
 
