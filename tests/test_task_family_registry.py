@@ -179,8 +179,8 @@ def test_every_packaged_family_is_a_yaml_file_of_taskfamily_fields():
 def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_torch():
     """In a fresh interpreter: every family looked up, a composed gate-run config's experiment id (one device: the
     adapter is not imported to read its loss layout), the tiers and gate-analysis imported, and every packaged dataset
-    config read by the engine's reader as gate-analysis reads them (their builders' signatures checked); neither torch
-    nor Hugging Face ``datasets`` (a second of import, which only building a dataset needs) is loaded."""
+    config read by the engine's reader as gate-analysis reads them (their builders' signatures checked), gate-data list's
+    rows; neither torch nor Hugging Face ``datasets`` (a second of import, which only building a dataset needs) is loaded."""
     import subprocess
     import sys
 
@@ -195,6 +195,9 @@ def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_tor
             "print(gate.results.experiment_id(OmegaConf.to_container(cfg, resolve=True), 'finetune'))\n"
             "from gate.analysis.meta import load_benchmark_meta\n"
             "assert len(load_benchmark_meta()) >= 31\n"
+            "import tempfile\n"
+            "from gate.engine.prepare import listing\n"  # gate-data list: a hub dataset's state and a packaged one's
+            "assert len(listing(['cifar100', 'digits'], [f'paths.root={tempfile.mkdtemp()}'])) == 4\n"
             "print('torch' in sys.modules or 'datasets' in sys.modules,\n"
             "      [m for m in sys.modules if m.startswith('gate.adapters')])\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -140,6 +140,15 @@ def checked_recipe(split_cfg: Mapping[str, Any] | None, stratify: str | None, gr
     return recipe
 
 
+def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:
+    """Where a composed run's split manifests live: ``${paths.data}/manifests`` (None without ``paths.data``)."""
+    from omegaconf import OmegaConf
+
+    paths = cfg.get("paths")
+    paths = (OmegaConf.to_container(paths, resolve=True) if OmegaConf.is_config(paths) else paths) or {}
+    return Path(paths["data"]).expanduser() / "manifests" if paths.get("data") else None
+
+
 def manifest_path(manifest_dir: str | os.PathLike, dataset: str, recipe: Mapping[str, Any]) -> Path:
     return Path(manifest_dir) / f"{path_part(dataset, 'dataset.name')}-{_digest(dict(recipe))[:12]}.json"
 

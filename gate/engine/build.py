@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
 from ..data.loading import resolve_num_workers, resolve_pin_memory, uses_cuda
-from ..data.manifest import checked_recipe
+from ..data.manifest import checked_recipe, manifest_dir_of
 from ..data.spec import DatasetSpec, spec_from_config
 from ..data.splits import cap_unit, make_splits
 from ..encoders.base import GATEEncoder
@@ -102,12 +102,6 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
                        revision=(cfg.get("source") or {}).get("revision"), hash_columns=list(spec.targets),
                        force=force, cap_group_column=cap_unit(spec.task, spec.targets, recipe["group"],
                                                               spec.label_column))
-
-
-def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:
-    """Where a composed run's split manifests live: ``${paths.data}/manifests`` (None without ``paths.data``)."""
-    paths = to_plain(cfg.get("paths")) or {}
-    return Path(paths["data"]).expanduser() / "manifests" if paths.get("data") else None
 
 
 def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter,

@@ -33,9 +33,8 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     hashes) / incomplete download / damaged / packaged / downloadable (:data:`DOWNLOADABLE`) / needs credentials /
     needs registration / unavailable offline."""
     from gate.data import hub
-    from gate.data.manifest import manifest_path, recipe_of
-
-    from .build import build_spec, manifest_dir_of
+    from gate.data.manifest import manifest_dir_of, manifest_path, recipe_of
+    from gate.data.spec import spec_from_config
 
     ds = cfg.dataset
     source = _plain(cfg, "dataset.source") or {}
@@ -45,7 +44,7 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
              "schema": schema_status(source)}
     if not source:
         return "packaged (offline)", facts
-    spec = build_spec(ds)
+    spec = spec_from_config(_plain(cfg, "dataset"))  # torch-free: listing the datasets loads no model code
     recipe = recipe_of(_plain(cfg, "dataset.splits"), spec.label_column)
     manifest = manifest_path(manifest_dir_of(cfg), spec.name, recipe)
     state = hub.copy_state(ds.get("data_dir"))
