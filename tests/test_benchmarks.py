@@ -90,8 +90,7 @@ def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
     extra = FIXTURES[key](copy)
     cfg = compose_run(tmp_path / "out", overrides(key, copy, extra))
     if cfg.dataset.task != "few_shot":  # evaluate on a few examples (few-shot episodes need whole classes)
-        cfg = compose_run(tmp_path / "out", overrides(key, copy, extra) + ["data.max_val_samples=8",
-                                                                         "data.max_test_samples=8"])
+        cfg.data.max_val_samples = cfg.data.max_test_samples = 8
     spec = build_spec(cfg.dataset)
     result = run_finetune(cfg)
     assert not result.skipped
