@@ -204,7 +204,7 @@ def test_nycc_config_feeds_cartoon_groups_to_the_adapter(tmp_path):
     assert dict(spec.targets) == {"caption": "caption", "contest_number": "image_group"}
     encoder = build_encoder(cfg.encoder)
     adapter = build_adapter(cfg.adapter, encoder, spec)
-    datamodule = build_datamodule(cfg, encoder, adapter)
+    datamodule = build_datamodule(cfg, encoder, adapter, spec)
     batch = datamodule.on_after_batch_transfer(next(iter(datamodule.val_dataloader())), 0)
     contests = torch.as_tensor(np.asarray(datamodule.splits["val"]["contest_number"]))
     target = adapter.target(batch)

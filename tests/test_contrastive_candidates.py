@@ -326,8 +326,9 @@ def test_a_random_model_at_eval_batch_1_is_scored_among_64_candidates(tmp_path):
         warnings.simplefilter("ignore")
         validate_run_config(cfg)
         encoder = build_encoder(cfg.encoder, seed=0)
-        adapter = build_adapter(cfg.adapter, encoder, build_spec(cfg.dataset))
-        datamodule = build_datamodule(cfg, encoder, adapter)
+        spec = build_spec(cfg.dataset)
+        adapter = build_adapter(cfg.adapter, encoder, spec)
+        datamodule = build_datamodule(cfg, encoder, adapter, spec)
         model = GATEModel(encoder, adapter, optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
         trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,
                             enable_checkpointing=False)

@@ -75,12 +75,14 @@ def test_text_encoder_on_image_dataset_names_both(tmp_path):
     cfg = compose_run(tmp_path, ["encoder=minilm", "dataset=digits"])
     encoder = build_encoder(cfg.encoder)
     with pytest.raises(ValueError, match=r"HFTextEncoder accepts \['text'\].*'digits' is image"):
-        build_datamodule(cfg, encoder, LinearClassifier(feature_dim=encoder.feature_dim, num_classes=10))
+        build_datamodule(cfg, encoder, LinearClassifier(feature_dim=encoder.feature_dim, num_classes=10),
+                         build_spec(cfg.dataset))
 
 
 def test_datamodule_batches(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits", "image_size=32", "data.batch_size=16"])
     encoder = build_encoder(cfg.encoder)
-    dm = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, build_spec(cfg.dataset)))
+    spec = build_spec(cfg.dataset)
+    dm = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, spec), spec)
     batch = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
     assert batch["image"].shape == (16, 3, 32, 32) and batch["label"].shape == (16,)

@@ -27,7 +27,7 @@ def built(tmp_path_factory):
     encoder = build_encoder(cfg.encoder)
     spec = build_spec(cfg.dataset)
     adapter = build_adapter(cfg.adapter, encoder, spec)
-    return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter)
+    return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter, spec)
 
 
 def metrics_of(logits, target, k=(1, 5)):

@@ -34,7 +34,7 @@ def built(tmp_path_factory):
     encoder = build_encoder(cfg.encoder)
     dataset_spec = build_spec(cfg.dataset)
     adapter = build_adapter(cfg.adapter, encoder, dataset_spec)
-    return cfg, encoder, dataset_spec, adapter, build_datamodule(cfg, encoder, adapter)
+    return cfg, encoder, dataset_spec, adapter, build_datamodule(cfg, encoder, adapter, dataset_spec)
 
 
 def hand_made():

@@ -49,7 +49,7 @@ def built(request, tmp_path_factory):
     encoder = build_encoder(cfg.encoder)
     spec = build_spec(cfg.dataset)
     adapter = build_adapter(cfg.adapter, encoder, spec)
-    return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter)
+    return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter, spec)
 
 
 def test_forward_backward_on_a_real_batch(built):

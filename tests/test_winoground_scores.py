@@ -88,10 +88,11 @@ def _built(root, copy, extra=()):
     cfg = compose_run(root, ["dataset=winoground", f"dataset.data_dir={copy}", "image_size=32", "data.batch_size=4",
                              "data.eval_batch_size=8", "adapter.retrieval_candidates=4", "adapter.top_k=[1]", *extra])
     encoder = build_encoder(cfg.encoder, seed=0)
-    adapter = build_adapter(cfg.adapter, encoder, build_spec(cfg.dataset))
+    spec = build_spec(cfg.dataset)
+    adapter = build_adapter(cfg.adapter, encoder, spec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # splits smaller than the candidate count
-        return encoder, adapter, build_datamodule(cfg, encoder, adapter)
+        return encoder, adapter, build_datamodule(cfg, encoder, adapter, spec)
 
 
 def test_the_real_loader_gives_scorable_pairs_and_the_scores_equal_a_loop_over_examples(tmp_path, winoground_copy):

@@ -90,40 +90,43 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     """The train/val/test splits of a dataset config: its builder's source splits through the split manifest
     (computed once from ``dataset.splits.seed`` and kept in ``manifest_dir``; in memory when None), then the
     caps of ``max_samples`` (the train cap seeded by the run ``seed``; whole groups of :func:`cap_unit`'s column).
-    ``spec``: the run's one spec of this dataset (built here when not given)."""
+    ``spec``: the dataset's spec where the caller has it (built here when not given)."""
     cfg = to_plain(dataset_cfg)
-    spec = spec if spec is not None else build_spec(cfg)
-    raw = hydra.utils.instantiate(cfg["builder"], _convert_="all")
+    return dataset_splits(spec if spec is not None else build_spec(cfg), cfg, seed, max_samples, manifest_dir, force)
+
+
+def dataset_splits(spec: DatasetSpec, dataset: Mapping[str, Any], seed: int,
+                   max_samples: Mapping[str, int | None] | None = None, manifest_dir: str | Path | None = None,
+                   force: bool = False):
+    """:func:`build_splits` of a dataset section (plain or composed) whose ``spec`` its caller has built (a run's one
+    spec)."""
+    raw = hydra.utils.instantiate(dataset["builder"], _convert_="all")
     closed = family(spec.task).closed_label_set  # the train split must then hold every declared class
     # the dataset section (its splits: block with it) was checked once, by the run's validation or build_spec
-    recipe = checked_recipe(cfg.get("splits"), stratify=spec.label_column)
+    recipe = checked_recipe(dataset.get("splits"), stratify=spec.label_column)
     return make_splits(raw, seed=seed, recipe=recipe, max_samples=dict(max_samples or {}),
                        num_classes=spec.num_classes if closed else None, name=spec.name, manifest_dir=manifest_dir,
-                       revision=(cfg.get("source") or {}).get("revision"), hash_columns=list(spec.targets),
+                       revision=(dataset.get("source") or {}).get("revision"), hash_columns=list(spec.targets),
                        force=force, cap_group_column=cap_unit(spec.task, spec.targets, recipe["group"],
                                                               spec.label_column))
 
 
-def build_datamodule(cfg: Mapping[str, Any], encoder: GATEEncoder, adapter: Adapter,
-                     spec: DatasetSpec | None = None) -> GATEDataModule:
-    """The DataModule for ``cfg.dataset`` as seen by ``encoder`` through ``adapter``; ``spec``: the run's one spec
-    of the dataset (the adapter's), built here when not given."""
-    spec = spec if spec is not None else build_spec(cfg["dataset"])
+def build_datamodule(run: Any, encoder: GATEEncoder, adapter: Adapter, spec: DatasetSpec) -> GATEDataModule:
+    """The DataModule of a gate-run's checked config ``run`` (:data:`gate.settings.RunConfig`; a composed config
+    reads the same) for ``spec``, the run's one spec of its dataset (the adapter's), as seen by ``encoder`` through
+    ``adapter``. Every value from the config (conf/run.yaml states the defaults, once); validation has checked them."""
     encoder.check_modality(spec.modality, spec.name)
-    # Every value from the composed config (conf/run.yaml states the defaults, once); validation has checked them.
-    data = to_plain(cfg["data"])
-    caps = {split: data[f"max_{split}_samples"] for split in ("train", "val", "test")}
-    splits = build_splits(cfg["dataset"], seed=int(cfg["seed"]), max_samples=caps, manifest_dir=manifest_dir_of(cfg),
-                          spec=spec)
-    trainer = to_plain(cfg.get("trainer")) or {}
-    cuda = uses_cuda(trainer)
-    pin_memory, note = resolve_pin_memory(data["pin_memory"], cuda=cuda)
+    data = run.data
+    caps = {"train": data.max_train_samples, "val": data.max_val_samples, "test": data.max_test_samples}
+    splits = dataset_splits(spec, run.dataset, int(run.seed), caps, manifest_dir_of(run))
+    cuda = uses_cuda(run.trainer)
+    pin_memory, note = resolve_pin_memory(data.pin_memory, cuda=cuda)
     if note:
         print(f"[gate] data.{note}")
-    workers = resolve_num_workers(data["num_workers"], cuda=cuda,
-                                  devices=requested_world_size(trainer) // int(trainer.get("num_nodes", 1) or 1))
-    return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data["batch_size"]),
-                          eval_batch_size=data["eval_batch_size"], num_workers=workers, seed=int(cfg["seed"]),
+    workers = resolve_num_workers(data.num_workers, cuda=cuda,
+                                  devices=requested_world_size(run.trainer) // int(run.trainer.get("num_nodes") or 1))
+    return GATEDataModule(spec, splits, encoder, adapter, batch_size=int(data.batch_size),
+                          eval_batch_size=data.eval_batch_size, num_workers=workers, seed=int(run.seed),
                           pin_memory=pin_memory)
 
 
