@@ -182,7 +182,7 @@ def test_a_resumed_runs_seconds_fit_no_cost():
 _CHOOSER = {}
 
 
-def _plan(budget: float, prior_seconds: float = 10.0):
+def _plan(budget: float, prior_seconds: float = 10.0, with_prior: bool = True):
     choose = _CHOOSER.setdefault("c", select.Chooser(synthetic(n=10), BENCH))  # one history, every budget
 
     def block_seconds(bench, seed, steps, every):  # 3 encoders: 5 s fixed, 0.5 s a step, 1 s a validation each
@@ -191,7 +191,22 @@ def _plan(budget: float, prior_seconds: float = 10.0):
     full = 3 * 7 * (5.0 + 0.5 * 100 + 4)  # 3 encoders × 7 benchmarks × one seed, 100-step runs
     return planning.make_plan(candidates=BENCH, full_steps=dict.fromkeys(BENCH, 100), proxy_seeds=(100, 101, 102),
                               run_fraction=0.67, val_points=4, budget_seconds=budget * full, full_seconds=full,
-                              block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds, with_prior=True)
+                              block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds,
+                              with_prior=with_prior)
+
+
+def test_a_plan_says_the_prior_was_dropped_only_where_one_was_asked_for_and_keeps_a_free_one():
+    """prior=[] (or a tier whose families take no scores) printed "no prior (its feature passes do not fit beside the
+    runs)" in every plan; and a prior whose passes the store holds at 0 s was left out of the plan (gate-rank then
+    skipped it: its test was the plan's prior seconds > 0)."""
+    asked = _plan(0.2, prior_seconds=10.0)
+    assert asked.kind == "proxy" and asked.with_prior and "no prior" not in asked.why
+    not_asked = _plan(0.2, prior_seconds=0.0, with_prior=False)
+    assert not_asked.kind == "proxy" and not not_asked.with_prior and "no prior" not in not_asked.why, not_asked.why
+    free = _plan(0.2, prior_seconds=0.0)
+    assert free.with_prior and free.prior_seconds == 0.0 and "no prior" not in free.why
+    dropped = _plan(0.2, prior_seconds=0.199 * 3 * 7 * 59.0)  # the prior alone nearly fills the budget: dropped
+    assert dropped.kind == "proxy" and not dropped.with_prior and "no prior (its feature passes do not fit" in dropped.why
 
 
 def test_the_priors_stored_passes_are_planned_at_what_the_ledger_spends_for_them():

@@ -526,7 +526,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     scores: Scores = {}
     degenerate: Scores = {}
     prior_components: dict[str, pd.Series] = {}
-    if the_plan.prior_seconds > 0 and request.prior and scored_benches and compose_score and run_score:
+    if the_plan.with_prior and compose_score and run_score:
         scores, spent, degenerate = score_values(plan, scored_benches, request.prior, compose_score=compose_score,
                                                  run_score=run_score, records=ctx.records, echo=ctx.echo, key="prior")
         ledger.plan("prior", the_plan.prior_seconds)

@@ -56,6 +56,7 @@ class Plan:
     full_seconds: float
     why: str                           # one line: what the plan is and why (what was shrunk)
     selection: object = None           # the gate.ranking.select.Selection behind the benchmarks
+    with_prior: bool = False           # the prior's scores are computed (stored ones read back may cost 0 s)
 
     @property
     def planned_fraction(self) -> float:
@@ -83,16 +84,18 @@ def make_plan(*, candidates: Sequence[str], full_steps: Mapping[str, int], proxy
     ``prior_seconds``: the prior's feature passes (spent first where ``with_prior``); ``done``: the (seed, benchmark)
     blocks already run (re-planning before a block: they cost nothing more and are kept); ``prefer``: run fractions
     tried before the ladder's own order (those whose runs the store already holds)."""
-    for prior in ([prior_seconds, 0.0] if with_prior else [0.0]):  # the proxy with the prior, else without it
+    # the proxy with the prior, else without it (said only where a prior was asked for and its passes were dropped)
+    for included in ((True, False) if with_prior else (False,)):
         found = _proxy_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=proxy_seeds,
                             run_fraction=run_fraction, val_points=val_points, budget_seconds=budget_seconds,
-                            full_seconds=full_seconds, block_seconds=block_seconds, choose=choose, prior=prior,
-                            done=done, prefer=prefer)
+                            full_seconds=full_seconds, block_seconds=block_seconds, choose=choose,
+                            prior=prior_seconds if included else 0.0, with_prior=included,
+                            prior_dropped=with_prior and not included, done=done, prefer=prefer)
         if found is not None:
             return found
     if with_prior and prior_seconds <= budget_seconds:
         return Plan("prior", (), (), (), 0.0, prior_seconds, prior_seconds, budget_seconds, full_seconds,
-                    "no proxy run fits the budget: the zero-training prior ranks the pool")
+                    "no proxy run fits the budget: the zero-training prior ranks the pool", with_prior=True)
     return Plan("static", (), (), (), 0.0, 0.0, 0.0, budget_seconds, full_seconds,
                 "neither a proxy run nor the prior's feature passes fit the budget: the static ranking (parameters, "
                 "published source accuracy) ranks the pool")
@@ -109,7 +112,7 @@ def fractions(run_fraction: float) -> list[float]:
 
 
 def _proxy_plan(*, candidates, full_steps, proxy_seeds, run_fraction, val_points, budget_seconds, full_seconds,
-                block_seconds, choose, prior, done, prefer) -> Plan | None:
+                block_seconds, choose, prior, with_prior, prior_dropped, done, prefer) -> Plan | None:
     """The first proxy level that fits with ``prior`` seconds of feature passes first (None: none fits)."""
     left = budget_seconds - prior
     ladder = fractions(run_fraction)
@@ -142,9 +145,9 @@ def _proxy_plan(*, candidates, full_steps, proxy_seeds, run_fraction, val_points
                 shrunk.append(f"{len(chosen)} of the {len(wanted)} benchmarks the selection wants")
             if fraction < run_fraction:
                 shrunk.append(f"runs of {fraction:.3g} of the full steps (not {run_fraction:.3g})")
-            if not prior:
+            if prior_dropped:
                 shrunk.append("no prior (its feature passes do not fit beside the runs)")
             why = ("the proxy as wanted" if not shrunk else "the proxy, shrunk to fit: " + ", ".join(shrunk))
             return Plan("proxy", blocks, tuple(chosen), seeds, fraction, prior, prior + spent, budget_seconds,
-                        full_seconds, why, selection)
+                        full_seconds, why, selection, with_prior)
     return None
