@@ -3,11 +3,11 @@ proxy, gives the ranking.
 
 Components (each a ranking of the pool, higher is better):
 
-* ``prior`` scores (default ``knn_acc``, ``logme``, ``linear_probe_acc``): gate-score's on the tier's benchmarks
-  whose family takes scores, each score's ranking its mean rank over those benchmarks;
-* ``static`` facts (default ``params`` and ``source_top1``): an encoder's parameter count, and the top-1 accuracy its
-  pretrained weights publish on their source task (``source_top1`` in ``conf/encoder/<name>.yaml``, from the weights'
-  card: never a fine-tuned number of the table being predicted).
+* ``prior`` scores (``conf/rank.yaml`` says which by default): gate-score's on the tier's benchmarks whose family
+  takes scores, each score's ranking its mean rank over those benchmarks;
+* ``static`` facts (:data:`STATIC`; ``conf/rank.yaml`` says which by default): an encoder's parameter count, and the
+  top-1 accuracy its pretrained weights publish on their source task (``source_top1`` in
+  ``conf/encoder/<name>.yaml``, from the weights' card: never a fine-tuned number of the table being predicted).
 
 The prior's ranking is the mean of its components' ranks (:func:`combine`). It orders the proxy's first allocation
 (the runs of the encoders it ranks first come first) and it is the fallback (:func:`decide`): when no proxy run fits
