@@ -699,7 +699,10 @@ RANK = Section("a gate-rank setting", {
                            expect=f"a non-empty list of distinct seeds in [0, {SEED_MAX}], outside the tier's"),
     "run_fraction": Float(0.0, 1.0, low_open=True, expect="a fraction of a full run's steps, 0 < run_fraction <= 1"),
     "prior": Setting("str_list", unique=True, meaning="zero-training scores of the prior"),
-    "static": Setting("str_list", unique=True, meaning="static facts of the prior: params, source_top1"),
+    "static": Choice(AUTO, alt=(Setting("str_list", unique=True),),
+                     expect="auto (params, and source_top1 where every encoder of the pool declares it) or a list of "
+                            "params, source_top1",
+                     meaning="static facts of the prior"),
     "baseline_scores": Setting("str_list", unique=True, meaning="scores compared with gate-rank in a validation"),
     "overrides": Setting("str_list", meaning="gate-run overrides for every experiment"),
     "use_full_runs": Bool(meaning="a benchmark whose full runs are all stored is ranked by them"),

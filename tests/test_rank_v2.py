@@ -393,3 +393,25 @@ def test_a_history_that_is_not_a_performance_table_is_one_line(tmp_path, rows, m
     path.write_text("encoder,dataset,metric,value\n" + rows)
     found = problems([str(path)])
     assert len(found) == 1 and found[0].startswith(f"history={str(path)!r}") and message in found[0], found
+
+
+def test_static_auto_takes_source_top1_only_where_every_encoder_declares_it():
+    """conf/rank.yaml said the static facts were params and, where every encoder declares it, source_top1, while its
+    value was [params]: at a budget that buys nothing the demo pool was ranked by parameter count alone, the random-init
+    ResNet-18 first. ``static: auto`` (the default) takes both, source_top1 only where every encoder declares it. By
+    hand, mean ranks: lite1 (params 2, top-1 1) 1.5; resnet18_scratch (1, 3) 2.0; lite0 (3, 2) 2.5."""
+    from gate.ranking.pipeline import Request, static_names, static_rankings
+    from gate.ranking.prior import combine
+
+    params = {"efficientnet_lite0": 4.65e6, "efficientnet_lite1": 5.42e6, "resnet18_scratch": 11.69e6}
+    configs = {"efficientnet_lite0": {"source_top1": 75.1}, "efficientnet_lite1": {"source_top1": 76.7},
+               "resnet18_scratch": {"source_top1": 0.1}}  # conf/encoder/*.yaml's values (chance for random init)
+    pool = list(params)
+    assert Request(None, tuple(pool), 0.1).static == "auto" and static_names("auto") == ("params", "source_top1")
+    ranks = static_rankings(static_names("auto"), pool, params, configs)
+    assert set(ranks) == {"params", "source_top1"}
+    prior = combine({f"static:{k}": v for k, v in ranks.items()})
+    assert prior.to_dict() == {"efficientnet_lite0": 2.5, "efficientnet_lite1": 1.5, "resnet18_scratch": 2.0}
+    del configs["resnet18_scratch"]["source_top1"]  # one encoder without it: params alone, no error
+    assert set(static_rankings(static_names("auto"), pool, params, configs)) == {"params"}
+    assert static_names(["params"]) == ("params",)

@@ -39,7 +39,7 @@ from gate.ranking.complete import kendall
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
-from gate.settings import yaml_defaults
+from gate.settings import AUTO, yaml_defaults
 
 MIN_ENCODERS = 3
 POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
@@ -88,7 +88,7 @@ class Request:
     proxy_seeds: tuple[int, ...] = _as_tuple(_RANK_YAML["proxy_seeds"])
     run_fraction: float = _RANK_YAML["run_fraction"]
     prior: tuple[str, ...] = _as_tuple(_RANK_YAML["prior"])
-    static: tuple[str, ...] = _as_tuple(_RANK_YAML["static"])
+    static: str | tuple[str, ...] = _as_tuple(_RANK_YAML["static"])  # auto | names
     baseline_scores: tuple[str, ...] = _as_tuple(_RANK_YAML["baseline_scores"])
     n_boot: int = _RANK_YAML["n_boot"]
     use_full_runs: bool = _RANK_YAML["use_full_runs"]
@@ -124,7 +124,8 @@ def check_request(request: Mapping[str, Any]) -> None:
         if bad:
             problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
     static = request.get("static")
-    bad = [s for s in static if s not in priors.STATIC] if RANK.settings["static"].valid(static) else []
+    bad = [s for s in static if s not in priors.STATIC] \
+        if static != AUTO and RANK.settings["static"].valid(static) else []
     if bad:
         problems.append(f"static: unknown fact {', '.join(map(repr, bad))}; known: {list(priors.STATIC)}")
     if RANK.settings["history"].valid(request.get("history")):
@@ -145,7 +146,7 @@ def check_against_plan(request: Request, plan: Any, entries: Mapping[str, Any], 
         if unknown:
             problems.append(f"proxy_benchmarks: {', '.join(map(repr, unknown))} is not among the benchmarks the proxy "
                             f"can run on tier {plan.tier.name} ({list(entries)})")
-    if "source_top1" in request.static:
+    if request.static != AUTO and "source_top1" in request.static:
         lacking = [e for e in plan.encoders if not isinstance(configs[e].get("source_top1"), (int, float))]
         if lacking:
             problems.append(f"static=[source_top1]: encoder(s) {', '.join(lacking)} declare no source_top1 (the top-1 "
@@ -535,7 +536,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             r = score_ranks(scores.get(name, {}), pool)
             if r is not None:
                 prior_components[f"score:{name}"] = r
-    static = static_rankings(request.static, pool, params, configs)
+    static = static_rankings(static_names(request.static), pool, params, configs)
     prior_components.update({f"static:{k}": v for k, v in static.items()})
     prior_ranking = priors.combine(prior_components) if prior_components else None
     order = list(prior_ranking.sort_values(kind="stable").index) if prior_ranking is not None else pool
@@ -701,6 +702,12 @@ def _selection(request: Request, chooser: select.Chooser, history: History, cand
         why = "every benchmark (proxy_benchmarks=null)" if pb is None else "named by proxy_benchmarks"
     return select.Selection(tuple(chosen), "given", dict.fromkeys(chosen, why), math.nan, math.nan, math.nan, {},
                             history.fingerprint(), len(history.values))
+
+
+def static_names(static: str | Sequence[str]) -> tuple[str, ...]:
+    """The static facts a request's ``static`` names: ``auto`` is every one (:data:`gate.ranking.prior.STATIC`), of
+    which :func:`static_rankings` keeps those every encoder of the pool has (source_top1 where all declare it)."""
+    return tuple(priors.STATIC) if static == AUTO else tuple(static)
 
 
 def static_rankings(names: Sequence[str], pool: Sequence[str], params: Mapping[str, float],
