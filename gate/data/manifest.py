@@ -141,12 +141,10 @@ def checked_recipe(split_cfg: Mapping[str, Any] | None, stratify: str | None, gr
 
 
 def manifest_dir_of(cfg: Mapping[str, Any]) -> Path | None:
-    """Where a composed run's split manifests live: ``${paths.data}/manifests`` (None without ``paths.data``)."""
-    from omegaconf import OmegaConf
-
-    paths = cfg.get("paths")
-    paths = (OmegaConf.to_container(paths, resolve=True) if OmegaConf.is_config(paths) else paths) or {}
-    return Path(paths["data"]).expanduser() / "manifests" if paths.get("data") else None
+    """Where a composed run's split manifests live: ``${paths.data}/manifests`` (None without ``paths.data``). A
+    composed config resolves the value as it is read; no copy of the section is made."""
+    data = (cfg.get("paths") or {}).get("data")
+    return Path(data).expanduser() / "manifests" if data else None
 
 
 def manifest_path(manifest_dir: str | os.PathLike, dataset: str, recipe: Mapping[str, Any]) -> Path:
