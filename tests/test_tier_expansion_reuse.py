@@ -101,10 +101,10 @@ def test_a_value_that_interpolates_the_encoder_is_resolved_for_each_encoder(tmp_
     resolved for the kind's first encoder) — unless a value outside the node interpolates the encoder: then the
     whole config is resolved again. Reusing the first resolution here would give resnet18_scratch's experiment the
     note ``efficientnet_lite0`` (tried: it does)."""
-    from gate.tiers.expand import expand_tier, load_tier, reads_encoder
+    from gate.tiers.expand import expand_tier, load_tier, reads_swapped
 
-    assert reads_encoder({"a": ["${oc.select:encoder.x,0}"]}) and reads_encoder("${.encoder}")
-    assert not reads_encoder("${oc.select:dataset.run_defaults.freeze_encoder,false}")
+    assert reads_swapped({"a": ["${oc.select:encoder.x,0}"]}) and reads_swapped("${.encoder}") and reads_swapped("${recipe.lr}")
+    assert not reads_swapped("${oc.select:dataset.run_defaults.freeze_encoder,false}")
     tier = load_tier({"name": "t", "seeds": [0], "benchmarks": [
         {"dataset": "digits", "overrides": ["+dataset.notes_vs_gate=${encoder.name}"]}]})
     encoders = ("efficientnet_lite0", "resnet18_scratch")  # one kind: the conv recipe
@@ -114,3 +114,24 @@ def test_a_value_that_interpolates_the_encoder_is_resolved_for_each_encoder(tmp_
         assert e.id == _composed_alone(e.overrides), e.label
     notes = {e.encoder: e.config["dataset"]["notes_vs_gate"] for e in plan.experiments}
     assert notes == {"efficientnet_lite0": "efficientnet_lite0", "resnet18_scratch": "resnet18_scratch"}
+
+
+def test_an_entry_that_writes_the_first_encoders_own_value_is_still_composed_for_each_encoder(tmp_path):
+    """Whether an entry writes into the encoder's node is read from the files it brings, not guessed from the
+    composed node: here the first encoder's own ``max_length`` is 64, the value the preset writes, so its composed
+    node equals its own; a swapped copy would give mpnet_base its own 128 where composing it gives the preset's 64."""
+    from gate.tiers.expand import expand_tier, load_tier
+
+    (tmp_path / "conf" / "encoder").mkdir(parents=True)
+    (tmp_path / "conf" / "encoder" / "minilm64.yaml").write_text(
+        "defaults:\n  - minilm\n  - _self_\nname: minilm64\nmax_length: 64\n")
+    tier = load_tier({"name": "t", "seeds": [0], "benchmarks": [
+        {"dataset": "bbc_news", "overrides": ["preset=bbc_news_minilm"]}]})
+    searchpath = [f"file://{tmp_path / 'conf'}"]
+    plan = expand_tier(tier, ("minilm64", "mpnet_base"), tmp_path / "root", searchpath=searchpath,
+                       check_prepared=lambda _: None)
+    assert [e.encoder for e in plan.experiments] == ["minilm64", "mpnet_base"]
+    for e in plan.experiments:
+        assert e.id == _composed_alone(e.overrides), e.label
+    assert {e.encoder: e.config["encoder"]["max_length"] for e in plan.experiments} == {"minilm64": 64,
+                                                                                        "mpnet_base": 64}

@@ -46,18 +46,20 @@ def _loaded_once_class() -> type:
         repository for each composition (it re-initialises the copy's sources for a ``hydra.searchpath``): the
         copy keeps a copy of the sources and shares the cache."""
 
-        def __init__(self, delegate: Any, cache: dict | None = None) -> None:
+        def __init__(self, delegate: Any, cache: dict | None = None, read: list | None = None) -> None:
             self.delegate = delegate
             self.cache: dict[tuple, Any] = {} if cache is None else cache
+            self.read: list[tuple[str, Any]] = [] if read is None else read  # (path, loaded), in order of reading
 
         def __deepcopy__(self, memo: dict) -> LoadedOnce:
-            return LoadedOnce(copy.deepcopy(self.delegate, memo), self.cache)
+            return LoadedOnce(copy.deepcopy(self.delegate, memo), self.cache, self.read)
 
         def load_config(self, config_path: str) -> Any:
             key = (tuple((s.provider, s.path) for s in self.delegate.get_sources()), config_path)
             if key not in self.cache:
                 self.cache[key] = self.delegate.load_config(config_path=config_path)
             kept = self.cache[key]
+            self.read.append((config_path, kept))
             return None if kept is None else dataclasses.replace(
                 kept, config=copy.deepcopy(kept.config), header=dict(kept.header),
                 defaults_list=copy.deepcopy(kept.defaults_list))
@@ -81,6 +83,25 @@ def _loaded_once_class() -> type:
             return self.delegate.get_sources()
 
     return LoadedOnce
+
+
+@contextlib.contextmanager
+def files_read(gh: Any) -> Iterator[list[tuple[str, Any]] | None]:
+    """The config files the compositions inside the block read, as ``(config path, Hydra's ConfigResult)``: what a
+    composition is made of, to tell which nodes its files may write (gate.tiers.expand). None where the context's
+    repository is Hydra's own (a Hydra whose internals differ): nothing is known, and the caller assumes the worst."""
+    repository = getattr(gh.config_loader(), "repository", None)
+    read = getattr(repository, "read", None)
+    if read is None:
+        yield None
+        return
+    start = len(read)
+    got: list[tuple[str, Any]] = []
+    try:
+        yield got
+    finally:
+        got.extend(read[start:])
+        del read[start:]
 
 
 def _LoadedOnce(delegate: Any) -> Any:  # noqa: N802 (a class made on first use: Hydra's internals load lazily)

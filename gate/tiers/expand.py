@@ -30,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from gate.engine.compose import hydra_compose_context
+from gate.engine.compose import files_read, hydra_compose_context
 from gate.errors import ConfigError
 from gate.files import regular_file
 from gate.paths import path_part
@@ -257,7 +257,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                                 f"are {sorted(known['adapter'])}")
         if problems:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
-        swap = EncoderSwap(compose, encoders, sp)
+        swap = EncoderSwap(gh, compose, encoders, sp)
         prepared_seen: set[str] = set()
         first_entry: dict[str, int] = {}  # experiment id → the entry that gave it first
         twins: dict[tuple[int, int], str] = {}  # (first entry, later entry) → their dataset(s)
@@ -353,41 +353,79 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     return Plan(tier, encoders, root, experiments, skipped)
 
 
+#: The root nodes an encoder's config writes: its own, and its recipe's (``override /recipe@_global_.recipe: vit`` in
+#: its defaults list). Every other node of a composition is the entry's and the run config's.
+SWAPPED = frozenset({"encoder", "recipe"})
+
+
+def _names(text: str | None) -> set[str]:
+    """The node and group names in a key, package or config path (``recipe@_global_.recipe`` → recipe, _global_)."""
+    return set(re.split(r"[./@+~]", text or "")) - {""}
+
+
+def touches_swapped(override: str) -> bool:
+    """Whether a command-line override may set a node an encoder's config writes (:data:`SWAPPED`)."""
+    return bool(_names(override.split("=", 1)[0]) & SWAPPED)
+
+
+def writes_swapped(path: str, loaded: Any) -> bool:
+    """Whether a config file a composition read may write a node an encoder's config writes (:data:`SWAPPED`):
+    it lies in one of their groups, its package header or a group or package of its defaults list names one, or
+    one is among its top-level keys (whatever its package: the safe side)."""
+    if loaded is None:  # an optional config that is not there (``preset: null``) writes nothing
+        return False
+    if _names(path.rpartition("/")[0]) & SWAPPED or _names((loaded.header or {}).get("package")) & SWAPPED:
+        return True
+    if any((_names(getattr(d, "group", None) or getattr(d, "path", None)) | _names(d.package)) & SWAPPED
+           for d in loaded.defaults_list or ()):
+        return True
+    config = loaded.config
+    return bool(set(config.keys() if hasattr(config, "keys") else ()) & SWAPPED)
+
+
 class EncoderSwap:
     """Composes an entry once per *kind* of encoder and sets each encoder of that kind on a copy.
 
-    An encoder's config changes a composition in two ways only: its own ``encoder`` node, and the config groups its
-    defaults list overrides (a recipe: ``override /recipe@_global_.recipe: vit``). Encoders whose plain composition
-    (``encoder=<name>`` alone) is equal outside the ``encoder`` node are one kind; for each entry the first encoder of
-    a kind is composed and the others take its composition with their own ``encoder`` node (unresolved, so what
-    interpolates it resolves on theirs). An entry is composed encoder by encoder, as gate-run would, when an override
-    names the encoder or its node, or when its composition's ``encoder`` node is not the encoder's own (a config the
-    entry brings, a preset say, wrote into it). :meth:`resolved` resolves the rest of a kind's composition once:
-    another encoder of the kind resolves its own ``encoder`` node in it, unless a value outside that node interpolates
-    the encoder (then the whole config is resolved again). ``measurements/tier_expansion.py`` checks the ids and
-    command lines against composing each experiment on its own."""
+    An encoder's config writes the nodes of :data:`SWAPPED` only: its own ``encoder`` node, and the ``recipe`` its
+    defaults list picks (``override /recipe@_global_.recipe: vit``). Encoders whose plain composition (``encoder=<name>``
+    alone) is equal outside those nodes are one kind (the paper's 21 are one). For each entry the kind's first encoder is
+    composed and every other encoder takes that composition with its own nodes (unresolved, so what interpolates them
+    resolves on theirs) — where the entry writes none of those nodes, which is read from what it is made of, never
+    guessed from the composed values (an entry may write the first encoder's own value): no override names them, and
+    no config file the entry's composition reads beyond the encoder's plain one's (or leaves out) lies in their groups,
+    packages them or has them as keys (:func:`writes_swapped`). Otherwise the entry is composed encoder by encoder, as
+    gate-run would. :meth:`resolved` resolves the rest of a kind's composition once: another encoder of the kind
+    resolves its own nodes in it, unless a value outside them interpolates one (then the whole config is resolved
+    again). ``measurements/tier_expansion.py`` checks the ids and command lines against composing each experiment on
+    its own."""
 
-    def __init__(self, compose: Callable[..., Any], encoders: Sequence[str], searchpath: Sequence[str]) -> None:
+    def __init__(self, gh: Any, compose: Callable[..., Any], encoders: Sequence[str], searchpath: Sequence[str]) -> None:
         from hydra.errors import HydraException
         from omegaconf import OmegaConf
 
-        self._compose = compose
+        self._gh, self._compose = gh, compose
         self._kind: dict[str, str] = {}
-        self._node: dict[str, Any] = {}
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._files: dict[str, dict[str, Any]] = {}  # the files an encoder's plain composition read, as loaded
         for enc in encoders if len(encoders) > 1 else ():  # one encoder: nothing to share, each entry composed once
             try:
-                plain = OmegaConf.to_container(compose("run", overrides=[*searchpath, f"encoder={enc}"]), resolve=False)
+                with files_read(gh) as read:
+                    cfg = compose("run", overrides=[*searchpath, f"encoder={enc}"])
             except (HydraException, ValueError, KeyError):
                 continue  # composed on its own for every entry: its error is reported there
-            self._node[enc] = plain.pop("encoder", None)
-            self._kind[enc] = stable_hash(plain)
+            if read is None:
+                continue  # what a composition is made of is not known here: each entry composed encoder by encoder
+            plain = OmegaConf.to_container(cfg, resolve=False)
+            self._nodes[enc] = {k: plain.pop(k) for k in sorted(SWAPPED) if k in plain}
+            self._kind[enc] = stable_hash([plain, sorted(self._nodes[enc])])
+            self._files[enc] = dict(read)
         self._entry: dict[str, Any] = {}
         self._resolved: dict[str, tuple[Any, dict[str, Any], bool]] = {}
         self._own = True
 
     def start_entry(self, overrides: Sequence[str]) -> None:
         self._entry, self._resolved = {}, {}
-        self._own = any(override_key(o).split(".")[0] == "encoder" for o in overrides)
+        self._own = any(touches_swapped(o) for o in overrides)
 
     def resolved(self, encoder: str, overrides: Sequence[str], after: Sequence[str] = ()) -> dict[str, Any]:
         """The entry's config for ``encoder`` (composed with ``overrides``, then ``after`` set as a command line's
@@ -396,13 +434,16 @@ class EncoderSwap:
 
         from gate.engine.validate import resolved_config
 
+        if any(touches_swapped(o) for o in after):
+            self._own = True
         kind = self._kind.get(encoder)
         if kind is not None and kind in self._resolved and not self._own:
             cfg, first, free = self._resolved[kind]
             with open_dict(cfg):
-                cfg.encoder = copy.deepcopy(self._node[encoder])
-            if free:  # nothing outside the node reads the encoder: the rest resolves as it did for the kind's first
-                return {**first, "encoder": OmegaConf.to_container(cfg.encoder, resolve=True)}
+                for key, node in self._nodes[encoder].items():
+                    cfg[key] = copy.deepcopy(node)
+            if free:  # nothing outside the nodes reads them: the rest resolves as it did for the kind's first
+                return {**first, **{key: OmegaConf.to_container(cfg[key], resolve=True) for key in self._nodes[encoder]}}
             return resolved_config(cfg)
         cfg = self.compose(encoder, overrides)
         if after:
@@ -410,8 +451,7 @@ class EncoderSwap:
         out = resolved_config(cfg)
         if kind is not None and not self._own:
             plain = OmegaConf.to_container(cfg, resolve=False)
-            plain.pop("encoder", None)
-            self._resolved[kind] = (cfg, out, not reads_encoder(plain))
+            self._resolved[kind] = (cfg, out, not reads_swapped({k: v for k, v in plain.items() if k not in SWAPPED}))
         return out
 
     def compose(self, encoder: str, overrides: Sequence[str]) -> Any:
@@ -421,29 +461,33 @@ class EncoderSwap:
         if self._own or kind is None:
             return self._compose("run", overrides=list(overrides))
         if kind not in self._entry:
-            cfg = self._compose("run", overrides=list(overrides))
+            with files_read(self._gh) as read:
+                cfg = self._compose("run", overrides=list(overrides))
             plain = OmegaConf.to_container(cfg, resolve=False)
-            if plain.get("encoder") != self._node[encoder]:  # the entry wrote into the encoder's node
-                self._own = True
+            files, alone = dict(read or ()), self._files[encoder]
+            if read is None or any(writes_swapped(path, files.get(path, alone.get(path)))
+                                   for path in files.keys() ^ alone.keys()) \
+                    or any(plain.get(k) != v for k, v in self._nodes[encoder].items()):
+                self._own = True  # the entry writes an encoder's node: composed encoder by encoder
                 return cfg
             self._entry[kind] = plain
             return cfg
-        return OmegaConf.create({**self._entry[kind], "encoder": copy.deepcopy(self._node[encoder])})
+        return OmegaConf.create({**self._entry[kind], **copy.deepcopy(self._nodes[encoder])})
 
 
-# An interpolation that may read the root's ``encoder`` node: ``${encoder.x}``, ``${oc.select:encoder.x,0}``,
+# An interpolation that may read a root node an encoder writes: ``${encoder.x}``, ``${oc.select:recipe.x,0}``,
 # ``${.encoder}`` (not ``${dataset.run_defaults.freeze_encoder}``).
-_READS_ENCODER = re.compile(r"\$\{[^}]*(?<![\w])\.*encoder(?![\w])")
+_READS_SWAPPED = re.compile(r"\$\{[^}]*(?<![\w])\.*(" + "|".join(sorted(SWAPPED)) + r")(?![\w])")
 
 
-def reads_encoder(value: Any) -> bool:
-    """Whether any string in ``value`` (a plain, unresolved config) interpolates the ``encoder`` node."""
+def reads_swapped(value: Any) -> bool:
+    """Whether any string in ``value`` (a plain, unresolved config) interpolates a node of :data:`SWAPPED`."""
     if isinstance(value, str):
-        return "${" in value and _READS_ENCODER.search(value) is not None
+        return "${" in value and _READS_SWAPPED.search(value) is not None
     if isinstance(value, dict):
-        return any(reads_encoder(v) for v in value.values())
+        return any(reads_swapped(v) for v in value.values())
     if isinstance(value, list):
-        return any(reads_encoder(v) for v in value)
+        return any(reads_swapped(v) for v in value)
     return False
 
 
