@@ -16,8 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hydra import compose, initialize_config_module
+from hydra import compose
 from omegaconf import DictConfig
+
+from gate.engine.compose import hydra_compose_context
 
 # The tiny-run overrides (32 px, a few steps, capped splits, CSV logging, no logging callbacks, no progress bar)
 # live in one preset, conf/preset/smoke.yaml: a test adds SMOKE and then only what it is about.
@@ -54,8 +56,18 @@ def load_script(relative: str):
     return module
 
 
+# The packaged config files, loaded once for the whole session (they do not change while it runs); a composition with
+# a file:// search path (a test's own config dir) reads its files afresh (gate.engine.compose).
+KEPT: dict = {}
+
+
+def composing():
+    """Hydra's compose API over gate's packaged configs, as gate composes them, with the session's loaded files."""
+    return hydra_compose_context(kept=KEPT)
+
+
 def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run") -> DictConfig:
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         return compose(config_name, overrides=[f"paths.root={root}", *overrides])
 
 

@@ -11,6 +11,8 @@ from gate.analysis.load import from_frame, load_results, summarize
 from gate.analysis.meta import POOL, OutsideRange, TierScale, default_paper_table, load_benchmark_meta, packaged_dataset_dir
 from gate.analysis.tiers import compare_with_published, tier_benchmarks, tier_summary
 
+from helpers import composing
+
 WIDE = """paper_group,dataset,metric,higher_is_better,A,B,C,D
 F1,b1,acc@1,true,0.80,0.60,0.70,0.75
 F1,b2,acc@1,true,0.50,0.90,0.70,
@@ -219,10 +221,10 @@ def test_dataset_config_tier_metric_comes_first(tmp_path):
 
 
 def test_benchmark_meta_from_the_composed_config_and_an_extra_file(tmp_path):
-    from hydra import compose, initialize_config_module
+    from hydra import compose
     from omegaconf import OmegaConf
 
-    with initialize_config_module(config_module="gate.conf", version_base=None):
+    with composing():
         cfg = compose(config_name="analysis", overrides=['benchmark_meta.nyu.tier_metric=NYU Dice Score'])
     composed = OmegaConf.to_container(cfg.benchmark_meta)
     assert len(composed) == 31 and composed["acdc"] == {"tier_metric": "ACDC Dice Score", "range": [0, 1]}

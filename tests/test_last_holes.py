@@ -22,7 +22,7 @@ from gate.cli import tier as tier_cli
 from gate.errors import GateError
 from gate.results import ExperimentLock, Record, ResultsStore
 
-from helpers import SMOKE, TINY_ENCODER, call_cli
+from helpers import SMOKE, TINY_ENCODER, call_cli, composing
 
 RUN = [*SMOKE, "dataset=digits", *TINY_ENCODER]
 
@@ -182,12 +182,12 @@ def test_a_tier_file_cannot_reach_a_target(tmp_path, capsys):
 @pytest.fixture(scope="module")
 def scored(tmp_path_factory):
     """One gate-score run of resnet18_scratch on 60 digits: its feature cache pair and its config."""
-    from hydra import compose, initialize_config_module
+    from hydra import compose
 
     from gate.scoring.stage import run_score
 
     root = tmp_path_factory.mktemp("scored")
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         cfg = compose("score", overrides=[f"paths.root={root}", "dataset=digits", "encoder=resnet18_scratch",
                                           "max_samples=60", "progress_bar=false", "metrics=[logme]"])
     run_score(cfg)
@@ -198,11 +198,11 @@ def scored(tmp_path_factory):
 def _fresh_copy(scored, tmp_path):
     import shutil
 
-    from hydra import compose, initialize_config_module
+    from hydra import compose
 
     root, _, pt = scored
     shutil.copytree(root / "cache", tmp_path / "cache")
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         cfg = compose("score", overrides=[f"paths.root={tmp_path}", "dataset=digits", "encoder=resnet18_scratch",
                                           "max_samples=60", "progress_bar=false", "metrics=[logme]"])
     return cfg, tmp_path / "cache" / pt.relative_to(root / "cache")

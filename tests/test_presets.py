@@ -9,8 +9,10 @@ from importlib import resources
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_module
+from hydra import compose
 from omegaconf import OmegaConf
+
+from helpers import composing
 
 
 def presets():
@@ -48,7 +50,7 @@ def test_preset_keeps_every_value_it_sets(tmp_path, name):
     assert text.startswith("# @package _global_"), f"{name}: presets are global packages"
     preset = yaml.safe_load(text)
     defaults = preset.pop("defaults", [])
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         cfg = compose("run", overrides=[f"paths.root={tmp_path}", f"preset={name}"], return_hydra_config=True)
     choices = cfg.hydra.runtime.choices
     for group, option in group_overrides(defaults).items():
@@ -63,7 +65,7 @@ def test_preset_keeps_every_value_it_sets(tmp_path, name):
 
 def test_paper_protocol_is_the_paper_protocol(tmp_path):
     """The case that went wrong: the paper preset must run at 224 px on whole splits for 10k steps."""
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         cfg = compose("run", overrides=[f"paths.root={tmp_path}", "preset=paper_finetune"])
     assert cfg.image_size == 224 and cfg.encoder.image_size == 224
     assert cfg.data.max_val_samples is None and cfg.data.max_test_samples is None
@@ -71,13 +73,13 @@ def test_paper_protocol_is_the_paper_protocol(tmp_path):
 
 
 def test_command_line_still_beats_a_preset(tmp_path):
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         cfg = compose("run", overrides=[f"paths.root={tmp_path}", "preset=paper_finetune", "image_size=96"])
     assert cfg.image_size == 96
 
 
 def test_an_encoder_names_its_recipe_and_the_command_line_wins(tmp_path):
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         vit = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=vit_tiny_scratch"])
         chosen = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=vit_tiny_scratch", "recipe=hybrid"])
         conv = compose("run", overrides=[f"paths.root={tmp_path}", "encoder=resnet18_scratch"])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_module
+from hydra import compose
 from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class
 
@@ -26,6 +26,8 @@ from gate.errors import ConfigError
 from gate.settings import LAUNCHER, TIER_RUN, adapter_section, check
 from gate.tiers.expand import load_tier
 from gate.tiers.spec import parse_tier
+
+from helpers import composing
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -44,7 +46,7 @@ def normalise_args(argv):
 
 
 def _compose(config: str, root: Path, overrides: list[str]):
-    with initialize_config_module("gate.conf", version_base=None):
+    with composing():
         return compose(config, overrides=[f"paths.root={root}", *overrides])
 
 

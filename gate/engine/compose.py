@@ -1,7 +1,7 @@
 """Hydra's compose API over gate's packaged configs, for the stages that compose configs of their own (a tier's
 experiments, gate-rank's runs, gate-data's datasets) — also from inside a ``@hydra.main`` command.
 
-Inside the context each config file is read and parsed once (:class:`_LoadedOnce`): Hydra reads every file of a
+Inside the context each config file is read and parsed once (``LoadedOnce``): Hydra reads every file of a
 composition again for each ``compose`` call (about half of a composition's time), and a tier composes a hundred."""
 
 from __future__ import annotations
@@ -15,8 +15,12 @@ from typing import Any
 
 
 @contextlib.contextmanager
-def hydra_compose_context() -> Iterator[Any]:
-    """Hydra's compose API over ``gate.conf``, usable inside a ``@hydra.main`` app (its state is restored)."""
+def hydra_compose_context(kept: dict | None = None) -> Iterator[Any]:
+    """Hydra's compose API over ``gate.conf``, usable inside a ``@hydra.main`` app (its state is restored).
+
+    ``kept``: loaded files to share with later contexts, the caller's to hold (a test session composes hundreds of
+    configs): only the files of compositions that search packaged configs alone go there (no ``file://`` search
+    path: files a caller may change between two contexts); the others are kept for this context only."""
     from hydra import initialize_config_module
     from hydra.core.global_hydra import GlobalHydra
     from hydra.initialize import get_gh_backup, restore_gh_from_backup
@@ -28,7 +32,7 @@ def hydra_compose_context() -> Iterator[Any]:
             gh = GlobalHydra.instance()
             loader = getattr(gh.hydra, "config_loader", None)
             if loader is not None and hasattr(loader, "repository"):  # Hydra 1.3's loader (the range gate declares)
-                loader.repository = _LoadedOnce(loader.repository)
+                loader.repository = _loaded_once_class()(loader.repository, shared=kept)
             yield gh
     finally:
         restore_gh_from_backup(backup)
@@ -46,19 +50,24 @@ def _loaded_once_class() -> type:
         repository for each composition (it re-initialises the copy's sources for a ``hydra.searchpath``): the
         copy keeps a copy of the sources and shares the cache."""
 
-        def __init__(self, delegate: Any, cache: dict | None = None, read: list | None = None) -> None:
+        def __init__(self, delegate: Any, cache: dict | None = None, read: list | None = None,
+                     shared: dict | None = None) -> None:
             self.delegate = delegate
             self.cache: dict[tuple, Any] = {} if cache is None else cache
+            self.shared = shared
             self.read: list[tuple[str, Any]] = [] if read is None else read  # (path, loaded), in order of reading
 
         def __deepcopy__(self, memo: dict) -> LoadedOnce:
-            return LoadedOnce(copy.deepcopy(self.delegate, memo), self.cache, self.read)
+            return LoadedOnce(copy.deepcopy(self.delegate, memo), self.cache, self.read, self.shared)
 
         def load_config(self, config_path: str) -> Any:
-            key = (tuple((s.provider, s.path) for s in self.delegate.get_sources()), config_path)
-            if key not in self.cache:
-                self.cache[key] = self.delegate.load_config(config_path=config_path)
-            kept = self.cache[key]
+            sources = tuple((s.provider, s.scheme(), s.path) for s in self.delegate.get_sources())
+            packaged = all(scheme in ("pkg", "structured") for _, scheme, _ in sources)
+            cache = self.shared if self.shared is not None and packaged else self.cache
+            key = (sources, config_path)
+            if key not in cache:
+                cache[key] = self.delegate.load_config(config_path=config_path)
+            kept = cache[key]
             self.read.append((config_path, kept))
             return None if kept is None else dataclasses.replace(
                 kept, config=copy.deepcopy(kept.config), header=dict(kept.header),
@@ -103,6 +112,3 @@ def files_read(gh: Any) -> Iterator[list[tuple[str, Any]] | None]:
         got.extend(read[start:])
         del read[start:]
 
-
-def _LoadedOnce(delegate: Any) -> Any:  # noqa: N802 (a class made on first use: Hydra's internals load lazily)
-    return _loaded_once_class()(delegate)
