@@ -135,3 +135,21 @@ def test_an_entry_that_writes_the_first_encoders_own_value_is_still_composed_for
         assert e.id == _composed_alone(e.overrides), e.label
     assert {e.encoder: e.config["encoder"]["max_length"] for e in plan.experiments} == {"minilm64": 64,
                                                                                         "mpnet_base": 64}
+
+
+def test_a_value_that_interpolates_the_seed_is_resolved_for_each_seed(tmp_path):
+    """Each seed is set on a copy of the resolved config only where nothing interpolates it; a tier of your own may
+    (here digits' split seed follows the run seed, a protocol that redraws the split per seed): then each seed's
+    config is resolved from its own composition, as gate-run composes it. Reusing the first seed's resolution gave
+    seed 1 the split of seed 0 and seed 0's experiment id."""
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier = load_tier({"name": "t", "seeds": [0, 1], "benchmarks": [
+        {"dataset": "digits", "overrides": ["+dataset.splits.seed=${seed}"]}, {"dataset": "fashion_mnist"}]})
+    plan = expand_tier(tier, ("efficientnet_lite0", "resnet18_scratch"), tmp_path, check_prepared=lambda _: None)
+    assert len(plan.experiments) == 8 and len({e.id for e in plan.experiments}) == 8
+    for e in plan.experiments:
+        assert e.id == _composed_alone(e.overrides), e.label
+    split_seeds = {(e.encoder, e.seed): e.config["dataset"]["splits"]["seed"] for e in plan.experiments
+                   if e.dataset == "digits"}
+    assert split_seeds == {(enc, s): s for enc in ("efficientnet_lite0", "resnet18_scratch") for s in (0, 1)}

@@ -3,7 +3,8 @@
 :func:`expand_tier` composes every experiment with Hydra's compose API from ``conf/run.yaml`` — the same
 composition ``gate-run`` does with the same overrides; each entry is composed once per kind of encoder and
 each encoder of the kind set on a copy (:class:`EncoderSwap`), each entry × encoder resolved and validated once and
-its seeds set on copies (:func:`with_seed`: the seed selects no config group and no value interpolates it) — and
+its seeds set on copies (:func:`with_seed`: the seed selects no config group; a config that interpolates it is
+composed for each seed) — and
 takes its id from
 :func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
 records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import re
 import time
 import warnings
@@ -285,8 +287,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
             for enc in encoders:
                 # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
-                # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group
-                # and no config value interpolates it).
+                # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group),
+                # unless a value of it interpolates the seed: then each seed is composed (a split seed that follows it).
                 resolved: Any = None
                 invalid: str | None = None
                 for seed in seeds:
@@ -298,7 +300,11 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                                                      after)
                         elif resolved is None:
                             resolved = swap.resolved(enc, ovs)
-                        config = with_seed(resolved, seed)
+                        if not swap.reads_seed or seed == seeds[0]:
+                            config = with_seed(resolved, seed)
+                        else:  # a value interpolates the seed: this seed's own composition
+                            config = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp)
+                                                   if after else ovs, after, alone=True)
                     except (HydraException, ValueError, KeyError) as err:
                         problems.append(f"{where}: {' '.join(str(err).split())}")
                         continue
@@ -323,7 +329,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                             problems.append(why_not)
                         elif why_not:
                             elsewhere.append(why_not)
-                    if invalid is None:
+                    if invalid is None or swap.reads_seed:  # (a config that reads the seed: each seed validated)
                         try:
                             validate_run_config(config)
                             invalid = ""
@@ -356,6 +362,7 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 #: The root nodes an encoder's config writes: its own, and its recipe's (``override /recipe@_global_.recipe: vit`` in
 #: its defaults list). Every other node of a composition is the entry's and the run config's.
 SWAPPED = frozenset({"encoder", "recipe"})
+SEED = frozenset({"seed"})  # the root key the seeds of an entry × encoder differ by (:func:`with_seed`)
 
 
 def _names(text: str | None) -> set[str]:
@@ -420,25 +427,33 @@ class EncoderSwap:
             self._kind[enc] = stable_hash([plain, sorted(self._nodes[enc])])
             self._files[enc] = dict(read)
         self._entry: dict[str, Any] = {}
-        self._resolved: dict[str, tuple[Any, dict[str, Any], bool]] = {}
+        self._resolved: dict[str, tuple[Any, dict[str, Any], bool, bool]] = {}
         self._own = True
+        self.reads_seed = False
 
     def start_entry(self, overrides: Sequence[str]) -> None:
         self._entry, self._resolved = {}, {}
         self._own = any(touches_swapped(o) for o in overrides)
 
-    def resolved(self, encoder: str, overrides: Sequence[str], after: Sequence[str] = ()) -> dict[str, Any]:
+    def resolved(self, encoder: str, overrides: Sequence[str], after: Sequence[str] = (), *,
+                 alone: bool = False) -> dict[str, Any]:
         """The entry's config for ``encoder`` (composed with ``overrides``, then ``after`` set as a command line's
-        values: :func:`apply_values`), resolved: what ``resolved_config`` of composing it on its own gives."""
+        values: :func:`apply_values`), resolved: what ``resolved_config`` of composing it on its own gives.
+        :attr:`reads_seed` then says whether a value of it interpolates the seed (:func:`with_seed` cannot set
+        it on a copy). ``alone``: composed for this call only (another seed of a config that reads the seed)."""
         from omegaconf import OmegaConf, open_dict
 
         from gate.engine.validate import resolved_config
 
+        if alone:
+            cfg = self._compose("run", overrides=list(overrides))
+            return resolved_config(apply_values(cfg, after) if after else cfg)
         if any(touches_swapped(o) for o in after):
             self._own = True
         kind = self._kind.get(encoder)
         if kind is not None and kind in self._resolved and not self._own:
-            cfg, first, free = self._resolved[kind]
+            cfg, first, free, rest_reads_seed = self._resolved[kind]
+            self.reads_seed = rest_reads_seed or reads(self._nodes[encoder], SEED)
             with open_dict(cfg):
                 for key, node in self._nodes[encoder].items():
                     cfg[key] = copy.deepcopy(node)
@@ -449,9 +464,11 @@ class EncoderSwap:
         if after:
             apply_values(cfg, after)
         out = resolved_config(cfg)
+        plain = OmegaConf.to_container(cfg, resolve=False)
+        rest = {k: v for k, v in plain.items() if k not in SWAPPED and k not in SEED}
+        self.reads_seed = reads(rest, SEED) or reads({k: plain.get(k) for k in SWAPPED}, SEED)
         if kind is not None and not self._own:
-            plain = OmegaConf.to_container(cfg, resolve=False)
-            self._resolved[kind] = (cfg, out, not reads_swapped({k: v for k, v in plain.items() if k not in SWAPPED}))
+            self._resolved[kind] = (cfg, out, not reads_swapped(rest), reads(rest, SEED))
         return out
 
     def compose(self, encoder: str, overrides: Sequence[str]) -> Any:
@@ -475,20 +492,26 @@ class EncoderSwap:
         return OmegaConf.create({**self._entry[kind], **copy.deepcopy(self._nodes[encoder])})
 
 
-# An interpolation that may read a root node an encoder writes: ``${encoder.x}``, ``${oc.select:recipe.x,0}``,
-# ``${.encoder}`` (not ``${dataset.run_defaults.freeze_encoder}``).
-_READS_SWAPPED = re.compile(r"\$\{[^}]*(?<![\w])\.*(" + "|".join(sorted(SWAPPED)) + r")(?![\w])")
+def reads(value: Any, names: frozenset[str] | set[str]) -> bool:
+    """Whether any string in ``value`` (a plain, unresolved config) may interpolate a root node of ``names``:
+    ``${encoder.x}``, ``${oc.select:recipe.x,0}``, ``${.seed}`` (not ``${dataset.run_defaults.freeze_encoder}``)."""
+    if isinstance(value, str):
+        return "${" in value and _interpolates(names).search(value) is not None
+    if isinstance(value, dict):
+        return any(reads(v, names) for v in value.values())
+    if isinstance(value, list):
+        return any(reads(v, names) for v in value)
+    return False
+
+
+@functools.cache
+def _interpolates(names: frozenset[str]) -> re.Pattern:
+    return re.compile(r"\$\{[^}]*(?<![\w])\.*(" + "|".join(sorted(names)) + r")(?![\w])")
 
 
 def reads_swapped(value: Any) -> bool:
     """Whether any string in ``value`` (a plain, unresolved config) interpolates a node of :data:`SWAPPED`."""
-    if isinstance(value, str):
-        return "${" in value and _READS_SWAPPED.search(value) is not None
-    if isinstance(value, dict):
-        return any(reads_swapped(v) for v in value.values())
-    if isinstance(value, list):
-        return any(reads_swapped(v) for v in value)
-    return False
+    return reads(value, SWAPPED)
 
 
 def nested(key: str, other: str) -> bool:
@@ -515,7 +538,7 @@ def apply_values(cfg: Any, overrides: Sequence[str]) -> Any:
 
 def with_seed(cfg: Any, seed: int) -> Any:
     """A copy of a composed (or resolved) run config with another ``seed``: what composing it with ``seed=<seed>``
-    gives (the seed is one root key that selects no config group, and no config value interpolates it), without
+    gives where no value of ``cfg`` interpolates the seed (it is one root key that selects no config group), without
     composing again (tier expansion composes each entry × encoder once, not once per seed)."""
     from omegaconf import OmegaConf, open_dict
 
