@@ -21,7 +21,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gate.ranking.cost import CostModel, observation  # noqa: E402
+from gate.ranking.cost import CostModel, observation, test_passes  # noqa: E402
 from gate.ranking.pipeline import features_of  # noqa: E402
 from gate.settings import default_path  # noqa: E402
 
@@ -38,9 +38,10 @@ def runs(records_path: Path) -> list[tuple]:
         if not isinstance(facts.get("params"), (int, float)) or not isinstance(facts.get("wall_seconds"), (int, float)):
             continue
         feats = features_of(r.get("config") or {}, str(r["encoder"]), str(r["dataset"]), float(facts["params"]))
-        obs = observation(feats, facts) if feats is not None else None
+        tests = test_passes(r.get("config") or {}, facts.get("split_rows"))
+        obs = observation(feats, facts, tests) if feats is not None else None
         if obs is not None and isinstance(facts.get("global_step"), (int, float)):
-            out.append((feats, facts, obs))
+            out.append((feats, {**facts, "test_passes": tests}, obs))
     return out
 
 
@@ -64,7 +65,7 @@ def main() -> int:
                 setting == "same pair allowed" or (f.encoder, f.benchmark) != (feats.encoder, feats.benchmark))]
             costs = CostModel(others).predict(feats)
             steps = float(facts["global_step"]) - float(facts.get("resumed_from_step") or 0)
-            predicted = costs.seconds(steps, float(facts.get("validations") or 0))
+            predicted = costs.seconds(steps, float(facts.get("validations") or 0), facts["test_passes"])
             rows.setdefault(costs.basis, []).append((predicted, float(facts["wall_seconds"])))
         for basis, pairs in sorted(rows.items()):
             p, a = np.array(pairs).T

@@ -179,6 +179,31 @@ def test_a_resumed_runs_seconds_fit_no_cost():
     assert observation(f, {**facts, "resumed_from_step": 8, "earlier_wall_seconds": 11.0}) is None
 
 
+def test_a_full_runs_test_pass_is_priced_apart_from_its_fixed_seconds():
+    """Proxy runs never test, so a model learnt from them and asked for a full run must add the test pass: here a
+    full run of 20 steps, 4 validations (2 s each) and a test of its 3-checkpoint ensemble over twice the validation
+    rows (3 × 2 = 6 validation passes: 12 s) took 42 s; its fixed part is 42 − 10 − 8 − 12 = 12 s, and predicting
+    the same run gives its 42 s back. A proxy run of that pair (no test) is then 12 + 10 + 8 = 30 s."""
+    from gate.ranking.cost import CostModel, observation, test_passes
+
+    full = {"evaluate_test": True, "ensembles": [1, 3], "data": {"max_test_samples": 400, "max_val_samples": 200}}
+    assert test_passes(full) == 6.0
+    assert test_passes({**full, "evaluate_test": False}) == 0.0
+    whole = {"ensembles": [1], "data": {"max_test_samples": None, "max_val_samples": None}}
+    rows = {"test": {"used": 10000, "of": 10000}, "val": {"used": 6000, "of": 6000}}
+    assert test_passes(whole, rows) == 10000 / 6000 and test_passes(whole) == 1.0
+    assert test_passes({**whole, "data": {"max_test_samples": 600, "max_val_samples": None}}, rows) == 0.1
+
+    f = RunFeatures("e", "b", "classification", 1e6, 32.0 ** 2, 16)
+    facts = {"wall_seconds": 42.0, "train_step_seconds": 10.0, "global_step": 20, "validations": 4,
+             "validation_seconds": 8.0, "resumed_from_step": None}
+    got = observation(f, facts, test_passes(full))
+    assert (got.per_step, got.fixed, got.per_validation) == (0.5, 12.0, 2.0)
+    costs = CostModel([got]).predict(f)
+    assert costs.basis == "measured" and costs.seconds(20, 4, test_passes(full)) == 42.0
+    assert costs.seconds(20, 4) == 30.0
+
+
 _CHOOSER = {}
 
 

@@ -1,8 +1,12 @@
 """What a run costs, predicted from the store's records instead of a timed probe.
 
-A run's wall seconds are ``fixed + steps × per_step + validations × per_validation``: ``fixed`` is building the
-model and data, checkpointing and (for a full run) its test pass; ``per_step`` a training step; ``per_validation``
-one validation pass. :func:`observations` reads the three from every run's facts in the store (``wall_seconds``,
+A run's wall seconds are ``fixed + steps × per_step + (validations + tests) × per_validation``: ``fixed`` is
+building the model and data and checkpointing; ``per_step`` a training step; ``per_validation`` one validation pass;
+``tests`` what a run's testing costs in validation passes (:func:`test_passes`: each checkpoint of its largest
+ensemble over the test rows; 0 for a proxy run, which does not test). A full run's test pass is counted apart
+because the proxy runs the model learns from never make one: folded into ``fixed``, a full run predicted from them
+came out 4–11 % short (the demo tier's fashion_mnist, measured), and so every fraction of the full tier too high.
+:func:`observation` reads the three from every run's facts in the store (``wall_seconds``,
 ``train_step_seconds`` over the steps trained, ``validation_seconds`` over ``validations``); :class:`CostModel`
 predicts them for a run not made yet:
 
@@ -63,8 +67,8 @@ class Costs:
     per_validation: float
     basis: str                   # "measured" (this encoder × benchmark) | "fitted" | "cold start"
 
-    def seconds(self, steps: float, validations: float) -> float:
-        return self.fixed + steps * self.per_step + validations * self.per_validation
+    def seconds(self, steps: float, validations: float, tests: float = 0.0) -> float:
+        return self.fixed + steps * self.per_step + (validations + tests) * self.per_validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,8 +79,30 @@ class Observation:
     per_validation: float
 
 
-def observation(features: RunFeatures, facts: Mapping[str, Any]) -> Observation | None:
-    """The three costs of one stored run from its facts (None where the run timed no step)."""
+def test_passes(config: Mapping[str, Any], split_rows: Mapping[str, Any] | None = None) -> float:
+    """What a run's testing costs in validation passes: the checkpoints of its largest ensemble (the test streams
+    each batch through all of them) over its test rows, in units of its validation rows. A split's rows are its cap
+    (``data.max_<split>_samples``) or, uncapped or capped above it, the whole split as a run of the dataset recorded
+    it (``split_rows`` of its facts: ``{split: {"used", "of"}}``); one to one where neither is known. 0 for a run that
+    does not test (``evaluate_test: false``, a proxy run)."""
+    if config.get("evaluate_test") is False:
+        return 0.0
+    data = config.get("data") or {}
+
+    def rows(split: str) -> float:
+        cap, whole = data.get(f"max_{split}_samples"), ((split_rows or {}).get(split) or {}).get("of")
+        known = [float(v) for v in (cap, whole) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0]
+        return min(known) if known else math.nan
+
+    test, val = rows("test"), rows("val")
+    ratio = test / val if math.isfinite(test) and math.isfinite(val) else 1.0
+    members = max([int(k) for k in config.get("ensembles") or () if isinstance(k, int)] + [1])
+    return members * ratio
+
+
+def observation(features: RunFeatures, facts: Mapping[str, Any], tests: float = 0.0) -> Observation | None:
+    """The three costs of one stored run from its facts (None where the run timed no step); ``tests``: its test
+    passes (:func:`test_passes`), taken out of its fixed seconds at its own validation pass's price."""
     wall = facts.get("wall_seconds")
     train = facts.get("train_step_seconds")
     steps = facts.get("global_step")
@@ -92,6 +118,8 @@ def observation(features: RunFeatures, facts: Mapping[str, Any]) -> Observation 
     per_val = float(val_seconds) / float(validations) if isinstance(validations, (int, float)) and validations \
         and isinstance(val_seconds, (int, float)) else math.nan
     fixed = float(wall) - float(train) - (float(val_seconds) if isinstance(val_seconds, (int, float)) else 0.0)
+    if tests and math.isfinite(per_val):
+        fixed -= tests * per_val
     return Observation(features, float(train) / trained, max(fixed, 0.0), per_val)
 
 

@@ -36,7 +36,7 @@ from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
 from gate.ranking.complete import kendall
-from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation
+from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
 from gate.settings import AUTO, yaml_defaults
@@ -371,7 +371,8 @@ def cost_observations(records: Sequence[Mapping[str, Any]]) -> list[Any]:
         if not isinstance(facts.get("params"), (int, float)):
             continue
         feats = features_of(r.get("config") or {}, str(r["encoder"]), str(r["dataset"]), float(facts["params"]))
-        obs = observation(feats, facts) if feats is not None else None
+        obs = observation(feats, facts, test_passes(r.get("config") or {}, facts.get("split_rows"))) \
+            if feats is not None else None
         if obs is not None:
             out.append(obs)
     return out
@@ -473,6 +474,9 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     # load) makes the full tier dearer too, so the fraction spent is a ratio of like to like
     ledger = Ledger(budget=request.budget)
     stored_full = stored_full_seconds(plan, records, tier_seeds)
+    # a dataset's split sizes as a stored run of it recorded them (facts["split_rows"]): what a test pass covers
+    rows_seen: dict[str, Mapping[str, Any]] = {str(r.get("dataset")): r["facts"]["split_rows"] for r in records
+                                               if r.get("kind") == "finetune" and (r.get("facts") or {}).get("split_rows")}
 
     def predict_full() -> float:
         for bench in entries:
@@ -483,10 +487,14 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                 if key in stored_full:
                     ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
                 else:
-                    costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc),
-                                                       params.get(enc, math.nan)))
-                    ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(full_steps[bench],
-                                                                                      full_steps[bench] // every))
+                    exp = exp_of(bench, request.proxy_seeds[0], enc)
+                    costs = model.predict(run_features(exp, params.get(enc, math.nan)))
+                    # the cold start's fixed seconds hold a full run's test pass (measured on full runs); a model
+                    # learnt from proxy runs, which never test, does not: their test pass is added at their price
+                    tests = test_passes(exp.config, rows_seen.get(str(exp.config["dataset"].get("name")))) \
+                        if costs.basis != "cold start" else 0.0
+                    ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
+                        full_steps[bench], full_steps[bench] // every, tests))
                     ledger.full_basis[key] = costs.basis
         return ledger.full_seconds or math.nan
 
@@ -551,7 +559,10 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         for r in got:
             ledger.plan(f"run {r.experiment}", r.planned)
             ledger.spend(f"run {r.experiment}", r.seconds)
-            model.add(observation(run_features(experiments[r.encoder], params.get(r.encoder, math.nan)), r.facts))
+            model.add(observation(run_features(experiments[r.encoder], params.get(r.encoder, math.nan)), r.facts,
+                                  test_passes(experiments[r.encoder].config, r.facts.get("split_rows"))))
+            if r.facts.get("split_rows"):
+                rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
         runs.extend(got)
         predict_full()
 
