@@ -477,8 +477,10 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     # the tier's own runs (they test; the proxy runs whose configs price the steps do not) and a dataset's split
     # sizes as a stored run of it recorded them (facts["split_rows"]): what a full run's test pass covers
     full_configs = {(e.encoder, str(e.config["dataset"].get("name"))): e.config for e in plan.experiments}
-    rows_seen: dict[str, Mapping[str, Any]] = {str(r.get("dataset")): r["facts"]["split_rows"] for r in records
-                                               if r.get("kind") == "finetune" and (r.get("facts") or {}).get("split_rows")}
+    rows_seen: dict[str, Mapping[str, Any]] = {}
+    for r in records:
+        if r.get("kind") == "finetune" and (r.get("facts") or {}).get("split_rows"):
+            rows_seen.setdefault(str(r.get("dataset")), r["facts"]["split_rows"])
 
     def predict_full() -> float:
         for bench in entries:
@@ -493,8 +495,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                     costs = model.predict(run_features(exp, params.get(enc, math.nan)))
                     # the cold start's fixed seconds hold a full run's test pass (measured on full runs); a model
                     # learnt from proxy runs, which never test, does not: their test pass is added at their price
-                    full_cfg = full_configs.get((enc, str(exp.config["dataset"].get("name"))), exp.config)
-                    tests = test_passes(full_cfg, rows_seen.get(str(exp.config["dataset"].get("name")))) \
+                    dataset = str(exp.config["dataset"].get("name"))
+                    tests = test_passes(full_configs.get((enc, dataset), exp.config), rows_seen.get(dataset)) \
                         if costs.basis != "cold start" else 0.0
                     ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
                         full_steps[bench], full_steps[bench] // every, tests))
