@@ -17,7 +17,8 @@ import torch
 from benchmark_fixtures import all_fixtures
 from torch.nn import functional as F
 
-from gate.adapters.contrastive import RetrievalAccuracy, clip_loss, match_groups, match_matrix
+from gate.adapters.contrastive import clip_loss, match_groups, match_matrix
+from gate.adapters.contrastive_metrics import RetrievalAccuracy
 from gate.engine.build import build_splits
 from gate.errors import GateError
 

@@ -23,13 +23,12 @@ from torchmetrics.utilities.data import dim_zero_sum
 from gate.adapters.base import target_length
 from gate.adapters.contrastive import (
     DEFAULT_RETRIEVAL_CANDIDATES,
-    RetrievalAccuracy,
-    WinogroundScore,
     candidate_groups,
     clip_loss,
     evaluation_loader,
     retrieval_target,
 )
+from gate.adapters.contrastive_metrics import RetrievalAccuracy, WinogroundScore
 from gate.data.distributed import shard_loader
 from gate.engine.build import build_spec, instantiate_component
 from gate.engine.validate import validate_run_config

@@ -7,7 +7,8 @@ import datasets
 import pytest
 import torch
 
-from gate.adapters.contrastive import RetrievalAccuracy, ZeroShotContrastive, caption_hash, clip_loss, match_groups
+from gate.adapters.contrastive import ZeroShotContrastive, caption_hash, clip_loss, match_groups
+from gate.adapters.contrastive_metrics import RetrievalAccuracy
 from gate.data.standins.canvas import class_name
 from gate.data.standins.pairs import fmnist_pairs
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec

@@ -92,7 +92,7 @@ def test_accuracy_is_the_mean_over_episodes_with_its_95_percent_interval():
 
 
 def test_episode_accuracy_states_are_sums_so_ranks_reduce_exactly():
-    from gate.adapters.few_shot import EpisodeAccuracy
+    from gate.adapters.few_shot_metrics import EpisodeAccuracy
 
     whole, rank0, rank1 = EpisodeAccuracy("ci95"), EpisodeAccuracy("ci95"), EpisodeAccuracy("ci95")
     assert set(whole._reductions) == {"accuracy_sum", "accuracy_sq_sum", "episodes"}

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gate.adapters.relational import AnswerAccuracy, RelationalReasoner, hash_words, own_slices
+from gate.adapters.relational import RelationalReasoner, hash_words
+from gate.adapters.relational_metrics import AnswerAccuracy, own_slices
 from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.relational import ANSWER_TYPES, fmnist_relational

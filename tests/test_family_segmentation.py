@@ -11,7 +11,8 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter, VolumeSegmentationMetric, segmentation_losses
+from gate.adapters.segmentation import MedicalSegmentationAdapter, SegmentationAdapter, segmentation_losses
+from gate.adapters.segmentation_metrics import VolumeSegmentationMetric
 from gate.cli import run as run_cli
 from gate.data.spec import DatasetSpec
 from gate.data.standins.segmentation import IGNORE, fmnist_seg, fmnist_volume

@@ -12,7 +12,8 @@ import torch
 from benchmark_fixtures import all_fixtures
 from torch.nn import functional as F
 
-from gate.adapters.contrastive import INIT_TEMPERATURE, WinogroundScore, ZeroShotContrastive, retrieval_target
+from gate.adapters.contrastive import INIT_TEMPERATURE, ZeroShotContrastive, retrieval_target
+from gate.adapters.contrastive_metrics import WinogroundScore
 from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.metrics import lookup

@@ -20,16 +20,18 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
-from torchmetrics import MetricCollection
 
 from .. import metrics
 from ..encoders.base import EncoderOutput, GATEEncoder
+
+if TYPE_CHECKING:  # the metrics are built when a run evaluates: torchmetrics takes seconds to import
+    from torchmetrics import MetricCollection
 
 Target = torch.Tensor | Mapping[str, torch.Tensor]
 

@@ -5,24 +5,18 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics import Metric, MetricCollection
-from torchmetrics.classification import MulticlassAccuracy
 
 from ..settings import CLASSES, DROPOUT, SMOOTHING, TOP_K
 from .base import Adapter
 
-
-def accuracy_metrics(num_classes: int, top_k) -> MetricCollection:
-    """``acc@k`` for each k in ``top_k``: the fraction of examples whose label is among the k highest logits."""
-    return MetricCollection({
-        f"acc@{k}": MulticlassAccuracy(num_classes=num_classes, top_k=k, average="micro") for k in top_k
-    })
+if TYPE_CHECKING:
+    from torchmetrics import MetricCollection
 
 
 def defined_top_k(top_k, num_classes: int, where: str) -> tuple[int, ...]:
@@ -35,31 +29,6 @@ def defined_top_k(top_k, num_classes: int, where: str) -> tuple[int, ...]:
         warnings.warn(f"{where}: acc@k for k={dropped} is not recorded: with {num_classes} classes every label is "
                       f"among the top {dropped[0]}, so it would be 1 whatever the model", stacklevel=3)
     return kept
-
-
-class HeadAccuracy(Metric):
-    """Top-k accuracy of one head: its slice ``[offset, offset + count)`` of the concatenated logits against
-    the target's ``column`` (the fraction of examples whose label is among the slice's k highest logits)."""
-
-    higher_is_better = True
-    is_differentiable = False
-    full_state_update = False
-
-    def __init__(self, column: str, offset: int, count: int, k: int, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.column, self.offset, self.count, self.k = column, int(offset), int(count), int(k)
-        self.add_state("correct", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.tensor(0, dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, preds: torch.Tensor, target: Mapping[str, torch.Tensor]) -> None:
-        logits = preds[:, self.offset:self.offset + self.count]
-        labels = target[self.column]
-        top = logits.topk(self.k, dim=-1).indices
-        self.correct += (top == labels[:, None]).any(dim=-1).sum()
-        self.total += labels.numel()
-
-    def compute(self) -> torch.Tensor:
-        return self.correct.float() / self.total.clamp_min(1)
 
 
 class LinearClassifier(Adapter):
@@ -119,6 +88,10 @@ class LinearClassifier(Adapter):
         return torch.stack(losses).mean()
 
     def make_metrics(self) -> MetricCollection:
+        from torchmetrics import MetricCollection
+
+        from .classification_metrics import HeadAccuracy, accuracy_metrics
+
         if not self.heads:
             return accuracy_metrics(self.num_classes, self.top_k)
         where = f"{type(self).__name__}, head {{}}"

@@ -41,17 +41,19 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
-from torchmetrics import Metric, MetricCollection
 
 from ..settings import Bool, Int, ordered
 from .base import Adapter, in_float32
+
+if TYPE_CHECKING:
+    from torchmetrics import MetricCollection
 
 
 def prototypical_logits(support: torch.Tensor, support_label: torch.Tensor, query: torch.Tensor,
@@ -64,48 +66,6 @@ def prototypical_logits(support: torch.Tensor, support_label: torch.Tensor, quer
     distances = ((query * query).sum(1, keepdim=True) - 2 * query @ prototypes.T
                  + (prototypes * prototypes).sum(1).unsqueeze(0))
     return -distances.clamp_min(0)
-
-
-class EpisodeAccuracy(Metric):
-    """Mean over episodes of the query accuracy of each episode, or the half-width of its 95% confidence interval.
-
-    Each :meth:`update` is one episode: predictions (Q, N_episode), targets (Q,). ``output="mean"`` computes
-    ``Σ a_e / n``; ``output="ci95"`` computes ``1.96 · σ / √n``, ``σ`` the population std (ddof 0) of the
-    per-episode accuracies ``a_e`` (Meta-Dataset's ``np.std(accuracies) * 1.96 / np.sqrt(len(accuracies))``),
-    undefined (NaN) below two episodes. States are sums in float64 (``Σ a_e``, ``Σ a_e²``, ``n``), reduced by
-    summing across ranks; both outputs share them (one torchmetrics compute group).
-    """
-
-    higher_is_better = True
-    is_differentiable = False
-    full_state_update = False
-
-    def __init__(self, output: str = "mean", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if output not in ("mean", "ci95"):
-            raise ValueError(f"EpisodeAccuracy: output={output!r}; valid: 'mean', 'ci95'")
-        self.output = output
-        self.add_state("accuracy_sum", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("accuracy_sq_sum", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("episodes", default=torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-
-    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
-        if target.numel() == 0:
-            raise ValueError("EpisodeAccuracy: an episode with no query has no accuracy")
-        accuracy = (preds.argmax(dim=-1) == target).to(torch.float64).mean()
-        self.accuracy_sum += accuracy
-        self.accuracy_sq_sum += accuracy * accuracy
-        self.episodes += 1
-
-    def compute(self) -> torch.Tensor:
-        n = self.episodes
-        mean = self.accuracy_sum / n if n > 0 else torch.tensor(float("nan"), dtype=torch.float64)
-        if self.output == "mean":
-            return mean.float()
-        if n < 2:
-            return torch.tensor(float("nan"))
-        variance = (self.accuracy_sq_sum / n - mean * mean).clamp_min(0.0)  # population variance (ddof 0)
-        return (1.96 * variance.sqrt() / n.sqrt()).float()
 
 
 class EpisodeSampler:
@@ -295,6 +255,10 @@ class ProtoNet(Adapter):
         return F.cross_entropy(predictions.float(), target)
 
     def make_metrics(self) -> MetricCollection:
+        from torchmetrics import MetricCollection
+
+        from .few_shot_metrics import EpisodeAccuracy
+
         return MetricCollection({"acc@1": EpisodeAccuracy("mean"), "acc@1_ci95": EpisodeAccuracy("ci95")})
 
     def combine(self, predictions: Sequence[torch.Tensor]) -> torch.Tensor:

@@ -7,7 +7,7 @@ binary cross-entropy with logits on the multi-hot target. Recorded metrics, as i
 * ``aps_macro`` / ``aps/<class>``: average precision (torchmetrics ``MultilabelAveragePrecision``);
 * ``auc_classes``: how many classes entered ``auc_macro`` and ``aps_macro`` (below);
 * ``brier_macro`` / ``brier/<class>``: Brier score, the mean squared error of the sigmoid probabilities
-  (torchmetrics has no multi-label Brier score: :class:`MultilabelBrierScore` below).
+  (torchmetrics has no multi-label Brier score: :class:`gate.adapters.multilabel_metrics.MultilabelBrierScore`).
 
 A class whose split holds no positive or no negative example has no ROC curve (AUC is 0/0; torchmetrics
 returns 0) and a degenerate precision-recall curve (no positive: undefined, torchmetrics returns 0; no negative:
@@ -29,149 +29,20 @@ Test-time ensembles average the logits (the engine's default).
 from __future__ import annotations
 
 import re
-import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics import Metric, MetricCollection
-from torchmetrics.classification import MultilabelAUROC, MultilabelAveragePrecision
-from torchmetrics.utilities import dim_zero_cat
 
 from ..data.columns import column_values
 from ..settings import CLASSES, DROPOUT, Bool
 from .base import Adapter
 
-
-class MultilabelBrierScore(Metric):
-    """Brier score per class: mean over examples of ``(p - y)^2`` with ``p = sigmoid(logit)``; ``average="macro"``
-    gives the mean over classes, ``average=None`` the per-class vector."""
-
-    higher_is_better = False
-    full_state_update = False
-
-    def __init__(self, num_labels: int, average: str | None = "macro", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        if average not in ("macro", None):
-            raise ValueError(f"MultilabelBrierScore: average must be 'macro' or None, got {average!r}")
-        self.num_labels = num_labels
-        self.average = average
-        self.add_state("squared_error", default=torch.zeros(num_labels, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("count", default=torch.zeros((), dtype=torch.float64), dist_reduce_fx="sum")
-
-    def update(self, probs: torch.Tensor, target: torch.Tensor) -> None:
-        if probs.shape != target.shape or probs.ndim != 2 or probs.shape[1] != self.num_labels:
-            raise ValueError(f"MultilabelBrierScore expects (N, {self.num_labels}) probabilities and targets, got "
-                             f"{tuple(probs.shape)} and {tuple(target.shape)}")
-        self.squared_error += ((probs.double() - target.double()) ** 2).sum(dim=0)
-        self.count += probs.shape[0]
-
-    def compute(self) -> torch.Tensor:
-        per_class = self.squared_error / self.count.clamp(min=1)
-        return per_class.mean() if self.average == "macro" else per_class
-
-
-def defined_classes(target: torch.Tensor) -> torch.Tensor:
-    """(C,) bool: the classes of an (N, C) 0/1 target with at least one positive and one negative example."""
-    positives = (target == 1).sum(dim=0)
-    return (positives > 0) & (positives < target.shape[0])
-
-
-class _Undefined:
-    """Mixin for torchmetrics' multi-label AUROC / average precision (``preds``/``target`` list states): scores
-    per class with the undefined classes (:func:`defined_classes`) as NaN, and their mean over defined ones."""
-
-    def _defined(self) -> torch.Tensor:
-        target = dim_zero_cat(self.target)
-        return defined_classes(target.reshape(-1, self.num_labels))
-
-    def _per_class(self) -> torch.Tensor:
-        with warnings.catch_warnings():  # torchmetrics warns per class and per call; the adapter says it once
-            warnings.filterwarnings("ignore", message=r"No (positive|negative) samples")
-            per_class = super().compute()
-        return torch.where(self._defined(), per_class.float(), torch.tensor(float("nan")))
-
-    def compute(self) -> torch.Tensor:
-        per_class = self._per_class()
-        defined = ~per_class.isnan()
-        return per_class[defined].mean() if bool(defined.any()) else torch.tensor(float("nan"))
-
-
-class _SigmoidInputs:
-    """Mixin: feed the metric sigmoid probabilities and integer targets (predictions arrive as logits, targets as
-    floats)."""
-
-    def update(self, logits: torch.Tensor, target: torch.Tensor) -> None:
-        super().update(torch.sigmoid(logits.float()), target.round().long())
-
-
-class _OneClass:
-    """Mixin: a per-class (``average=None``) metric whose ``compute`` returns the score of one class (a scalar),
-    so each class is its own logged key."""
-
-    def __init__(self, num_labels: int, index: int) -> None:
-        super().__init__(num_labels=num_labels, average=None)
-        self.index = index
-
-    def compute(self) -> torch.Tensor:
-        # the AUROC and AP classes compute per class with NaN where the split does not define a class
-        per_class = getattr(self, "_per_class", None)
-        return (per_class() if per_class is not None else super().compute())[self.index]
-
-
-class AUROCOnLogits(_SigmoidInputs, _Undefined, MultilabelAUROC):
-    """AUROC macro-averaged over the classes the split defines (NaN when none is)."""
-
-    def __init__(self, num_labels: int, **kwargs: Any) -> None:
-        kwargs.pop("average", None)  # always per class underneath: the macro is taken over the defined classes
-        super().__init__(num_labels=num_labels, average=None, **kwargs)
-
-
-class APSOnLogits(_SigmoidInputs, _Undefined, MultilabelAveragePrecision):
-    """Average precision macro-averaged over the classes the split defines (NaN when none is)."""
-
-    def __init__(self, num_labels: int, **kwargs: Any) -> None:
-        kwargs.pop("average", None)
-        super().__init__(num_labels=num_labels, average=None, **kwargs)
-
-
-class BrierOnLogits(_SigmoidInputs, MultilabelBrierScore):
-    pass
-
-
-class ClassAUROC(_OneClass, AUROCOnLogits):
-    """One class's AUROC."""
-
-
-class ClassAPS(_OneClass, APSOnLogits):
-    """One class's average precision."""
-
-
-class DefinedClasses(AUROCOnLogits):
-    """``auc_classes``: how many classes entered ``auc_macro`` and ``aps_macro`` (those with a positive and a
-    negative example in the split). When some did not, it warns once per evaluation, naming them."""
-
-    def __init__(self, num_labels: int, class_keys: list[str] | None = None) -> None:
-        super().__init__(num_labels)
-        self.class_keys = list(class_keys) if class_keys else [str(i) for i in range(num_labels)]
-
-    def compute(self) -> torch.Tensor:
-        defined = self._defined()
-        left_out = [self.class_keys[i] for i in torch.nonzero(~defined).flatten().tolist()]
-        if left_out:
-            n = int(defined.sum())
-            warnings.warn(f"multi-label: {len(left_out)} of {self.num_labels} classes have no positive or no "
-                          f"negative example in this split ({left_out}): left out of auc_macro and aps_macro, which "
-                          f"average the other {n} (auc_classes={n})"
-                          + ("; both are undefined" if n == 0 else ""), stacklevel=2)
-        return defined.sum().float()
-
-
-class ClassBrier(_OneClass, BrierOnLogits):
-    pass
+if TYPE_CHECKING:
+    from torchmetrics import MetricCollection
 
 
 def metric_key(name: str) -> str:
@@ -218,19 +89,22 @@ class MultilabelClassifier(Adapter):
         return F.binary_cross_entropy_with_logits(predictions.float(), target.float())
 
     def make_metrics(self) -> MetricCollection:
+        from torchmetrics import MetricCollection
+
+        from . import multilabel_metrics as m
+
         c = self.num_classes
-        metrics: dict[str, Metric] = {"auc_macro": AUROCOnLogits(num_labels=c),
-                                      "aps_macro": APSOnLogits(num_labels=c),
-                                      "auc_classes": DefinedClasses(c, self.class_keys),
-                                      "brier_macro": BrierOnLogits(num_labels=c, average="macro")}
+        metrics = {"auc_macro": m.AUROCOnLogits(num_labels=c), "aps_macro": m.APSOnLogits(num_labels=c),
+                   "auc_classes": m.DefinedClasses(c, self.class_keys),
+                   "brier_macro": m.BrierOnLogits(num_labels=c, average="macro")}
         if self.per_class:
             # AUC and AP per class only where the test split defines them (all classes until it is checked).
             defined = self.split_defined.get("test")
             for i, key in enumerate(self.class_keys):
                 if defined is None or defined[i]:
-                    metrics[f"auc/{key}"] = ClassAUROC(c, i)
-                    metrics[f"aps/{key}"] = ClassAPS(c, i)
-                metrics[f"brier/{key}"] = ClassBrier(c, i)
+                    metrics[f"auc/{key}"] = m.ClassAUROC(c, i)
+                    metrics[f"aps/{key}"] = m.ClassAPS(c, i)
+                metrics[f"brier/{key}"] = m.ClassBrier(c, i)
         return MetricCollection(metrics)
 
     # ------------------------------------------------------------------------------------------- data
@@ -246,8 +120,11 @@ class MultilabelClassifier(Adapter):
 
     def check_split(self, spec, name: str, split) -> None:
         """0/1 vectors of the declared width; records which classes the split defines (a positive and a negative
-        example: :func:`defined_classes`). An evaluation split that defines none is refused: ``auc_macro``, the
-        checkpoint monitor and the tier metric, would be undefined (e.g. ``data.max_test_samples=1``)."""
+        example: :func:`gate.adapters.multilabel_metrics.defined_classes`). An evaluation split that defines none is
+        refused: ``auc_macro``, the checkpoint monitor and the tier metric, would be undefined (e.g.
+        ``data.max_test_samples=1``)."""
+        from .multilabel_metrics import defined_classes
+
         rows = check_multi_hot(spec, name, split, spec.column("multi_hot"))
         defined = defined_classes(torch.tensor(np.asarray(rows))).numpy()
         self.split_defined[name] = defined

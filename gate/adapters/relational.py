@@ -34,16 +34,18 @@ import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
-from torchmetrics import Metric, MetricCollection
 
 from ..settings import DROPOUT, POSITIVE, Int, divisible
 from .base import Adapter
+
+if TYPE_CHECKING:
+    from torchmetrics import MetricCollection
 
 WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
 
@@ -78,46 +80,6 @@ def answer_types_of(options: Mapping[str, Any]) -> dict[str, int]:
     if small:
         raise ValueError(f"every answer type needs at least 1 answer, got {small}")
     return counts
-
-
-def own_slices(predictions: torch.Tensor, answer_type: torch.Tensor, offsets: torch.Tensor,
-               counts: torch.Tensor) -> torch.Tensor:
-    """Each example's own head's logits from the concatenated (B, sum counts) predictions, as (B, max count)
-    with the other entries at -inf."""
-    width = int(counts.max())
-    columns = offsets[answer_type][:, None] + torch.arange(width, device=predictions.device)[None, :]
-    valid = torch.arange(width, device=predictions.device)[None, :] < counts[answer_type][:, None]
-    picked = predictions.gather(1, columns.clamp(max=predictions.shape[1] - 1))
-    return picked.masked_fill(~valid, float("-inf"))
-
-
-class AnswerAccuracy(Metric):
-    """Top-1 accuracy of each example's own head, over all examples or over one answer type."""
-
-    full_state_update = False
-    higher_is_better = True
-
-    def __init__(self, counts: Sequence[int], answer_type: int | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        counts = torch.as_tensor(list(counts), dtype=torch.long)
-        self.register_buffer("counts", counts, persistent=False)
-        self.register_buffer("offsets", torch.cumsum(counts, 0) - counts, persistent=False)
-        self.answer_type = answer_type
-        self.add_state("correct", default=torch.tensor(0.0), dist_reduce_fx="sum")
-        self.add_state("total", default=torch.tensor(0.0), dist_reduce_fx="sum")
-
-    def update(self, predictions: torch.Tensor, target: Mapping[str, torch.Tensor]) -> None:
-        answer, kind = target["answer"], target["answer_type"]
-        right = own_slices(predictions, kind, self.offsets, self.counts).argmax(dim=1) == answer
-        if self.answer_type is not None:
-            right = right[kind == self.answer_type]
-        self.correct += right.sum()
-        self.total += right.numel()
-
-    def compute(self) -> torch.Tensor:
-        if float(self.total) == 0:
-            return torch.tensor(float("nan"))  # no question of this type: undefined, never 0
-        return self.correct / self.total
 
 
 class RelationalReasoner(Adapter):
@@ -188,13 +150,19 @@ class RelationalReasoner(Adapter):
         return {"answer": batch["answer"], "answer_type": batch["answer_type"]}
 
     def loss(self, predictions, target) -> torch.Tensor:
+        from .relational_metrics import own_slices  # (the metric's reading of the heads, shared)
+
         logits = own_slices(predictions.float(), target["answer_type"], self.offsets, self.counts)
         return F.cross_entropy(logits, target["answer"])
 
     def make_metrics(self) -> MetricCollection:
+        from torchmetrics import MetricCollection
+
+        from .relational_metrics import AnswerAccuracy
+
         counts = list(self.answer_types.values())
         held = self.split_types.get("test")  # every type until the test split has been checked
-        metrics: dict[str, Metric] = {"acc@1": AnswerAccuracy(counts)}
+        metrics = {"acc@1": AnswerAccuracy(counts)}
         metrics.update({f"acc@1/{name}": AnswerAccuracy(counts, index) for index, name in enumerate(self.type_names)
                         if held is None or held[index]})
         # compute_groups=False: the metrics share state names (correct, total); torchmetrics would group two whose

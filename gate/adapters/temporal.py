@@ -32,18 +32,20 @@ count differs from ``options.frames``, labels outside ``0..C-1``, non-finite reg
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset
-from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
 
 from ..settings import CLASSES, DROPOUT, POSITIVE, SMOOTHING, TOP_K, Bool, Choice, Int, divisible
 from .base import Adapter
-from .classification import accuracy_metrics, defined_top_k
+from .classification import defined_top_k
+
+if TYPE_CHECKING:
+    from torchmetrics import MetricCollection
 
 POOLS = ("mean", "cls")
 
@@ -226,6 +228,8 @@ class TemporalClassifier(TemporalAdapter):
         return F.cross_entropy(predictions.float(), target, label_smoothing=self.label_smoothing)
 
     def make_metrics(self) -> MetricCollection:
+        from .classification_metrics import accuracy_metrics
+
         return accuracy_metrics(self.num_classes, self.top_k)
 
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -270,6 +274,8 @@ class TemporalRegressor(TemporalAdapter):
     def make_metrics(self) -> MetricCollection:
         # r2 puts the error on a scale without units (0: no better than the split's mean), which is how a
         # regression benchmark enters tier means (docs/tiers.md); mae and mse stay in the target's units.
+        from torchmetrics import MeanAbsoluteError, MeanSquaredError, MetricCollection, R2Score
+
         return MetricCollection({"mae": MeanAbsoluteError(), "mse": MeanSquaredError(), "r2": R2Score()})
 
     def example_targets(self, row: Mapping[str, Any]) -> dict[str, torch.Tensor]:

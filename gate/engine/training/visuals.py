@@ -264,8 +264,8 @@ def zero_shot(v: VisualBatch) -> Figure:
     """Each shown image with its top 3 captions among its own candidates (the retrieval adapter's candidate group),
     marked right by the adapter's target: a caption is right when the match matrix says so, i.e. the row's own
     caption, the same caption text, or a caption of the same image (an ``image_group``, e.g. an NYCC cartoon)."""
-    from ...adapters.contrastive import candidates as candidate_mask
     from ...adapters.contrastive import retrieval_target
+    from ...adapters.retrieval import candidates as candidate_mask
 
     logits = v.predictions.float()  # (B images, B captions)
     target = retrieval_target(v.batch)
