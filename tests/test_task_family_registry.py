@@ -210,8 +210,8 @@ def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_tor
 def test_checking_a_run_config_reads_the_adapters_without_their_metrics():
     """gate-run's checks and a tier's expansion read each adapter class's declaration (its tasks, settings and
     rules): importing every packaged adapter loads torch, not torchmetrics or Lightning (seconds more: torchmetrics'
-    own imports load scipy.signal, torchvision's models and transformers). The metrics are built when a run
-    evaluates (``gate.adapters.<family>_metrics``)."""
+    own imports load scipy.signal, torchvision's models and transformers), nor Hugging Face ``datasets`` (a second;
+    read where a split's columns are). The metrics are built when a run evaluates (``gate.adapters.<family>_metrics``)."""
     import subprocess
     import sys
 
@@ -227,7 +227,7 @@ def test_checking_a_run_config_reads_the_adapters_without_their_metrics():
             "    for ds in ('digits', 'fmnist_seg', 'fmnist_multilabel', 'fmnist_pairs', 'fmnist_relational',\n"
             "               'fmnist_fewshot', 'fmnist_video', 'fmnist_video_speed', 'fmnist_volume'):\n"
             "        validate_run_config(compose('run', overrides=[f'dataset={ds}', 'encoder=resnet18_scratch']))\n"
-            "print(len(names), sorted(m for m in ('torch', 'torchmetrics', 'lightning') if m in sys.modules))\n")
+            "print(len(names), sorted(m for m in ('torch', 'torchmetrics', 'lightning', 'datasets') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["9", "['torch']"], out.stdout  # base, retrieval and the 7 adapters' modules

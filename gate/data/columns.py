@@ -6,9 +6,10 @@ offline stand-ins and Fashion-MNIST are) into arrays row by row and level by lev
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
+if TYPE_CHECKING:  # imported where a column is read: the adapters that read columns are imported without data
+    import datasets
 
 __all__ = ["numeric_feature", "arrow_values", "column_values"]
 
@@ -16,6 +17,8 @@ __all__ = ["numeric_feature", "arrow_values", "column_values"]
 def numeric_feature(feature: Any) -> bool:
     """Whether a dataset feature is stored as plain numbers (a number, a class id, or nested lists/arrays of them),
     which Arrow hands over as one array without decoding."""
+    import datasets
+
     if isinstance(feature, datasets.ClassLabel):
         return True
     if isinstance(feature, datasets.Value):
