@@ -131,24 +131,26 @@ def _analyse(loaded, summary: pd.DataFrame, out: Path, *, target, relative, num_
         fig_dir = out / "figures"
         fig_dir.mkdir(exist_ok=True)
         rep = dict(zip(bench_info["benchmark"], bench_info["metric"]))
-        # the overview: one column per benchmark on its representative metric, ± a 95 % interval over seeds
-        p = representative_figure(summary, bench_info, fig_dir / "benchmarks_heatmap.png")
-        if p:
-            fig_list.append((p, "overview", "Encoders × benchmarks on each benchmark's representative metric "
-                                            "(± 95 % interval over seeds; colour: rank in the column)"))
-        p = figs.ranking_heatmap(mean, fig_dir / "ranking_heatmap.png", reference=reference, tier_metrics=rep)
-        if p:
-            fig_list.append((p, "overview", "Ranking heatmap: encoders × every recorded metric (brighter = better rank)"))
-        p = figs.tier_bars(tiers_table, fig_dir / "tiers.png", prefix="tier:")
-        if p:
-            fig_list.append((p, "tiers", "Tier means per encoder"))
-        p = figs.tier_bars(tiers_table, fig_dir / "groups.png", prefix="group:")
-        if p:
-            fig_list.append((p, "tiers", "GATE paper-group means per encoder"))
+        jobs = [  # the dearest first: the workers take them in this order
+            # the overview: one column per benchmark on its representative metric, ± a 95 % interval over seeds
+            figs.FigureJob(representative_figure, (summary, bench_info, fig_dir / "benchmarks_heatmap.png"), "overview",
+                           "Encoders × benchmarks on each benchmark's representative metric (± 95 % interval over "
+                           "seeds; colour: rank in the column)"),
+            figs.FigureJob(figs.ranking_heatmap, (mean, fig_dir / "ranking_heatmap.png"), "overview",
+                           "Ranking heatmap: encoders × every recorded metric (brighter = better rank)",
+                           dict(reference=reference, tier_metrics=rep)),
+            figs.FigureJob(figs.tier_bars, (tiers_table, fig_dir / "groups.png"), "tiers",
+                           "GATE paper-group means per encoder", dict(prefix="group:")),
+            figs.FigureJob(figs.tier_bars, (tiers_table, fig_dir / "tiers.png"), "tiers", "Tier means per encoder",
+                           dict(prefix="tier:")),
+        ]
         for (ds, tgt) in corr.loc[corr["dataset"] != "ALL", ["dataset", "target_metric"]].drop_duplicates().itertuples(index=False):
-            p = figs.score_scatter(pairs, corr, ds, tgt, fig_dir / f"scores_{figs.safe_name(ds)}_{figs.safe_name(tgt)}.png")
-            if p:
-                fig_list.append((p, "correlations", f"{ds}: scores vs fine-tuned {tgt}"))
+            jobs.append(figs.FigureJob(
+                figs.score_scatter, (pairs, corr, ds, tgt, fig_dir / f"scores_{figs.safe_name(ds)}_{figs.safe_name(tgt)}.png"),
+                "correlations", f"{ds}: scores vs fine-tuned {tgt}"))
+        # in the report: the overview, the tier means, the paper groups, the correlations
+        order = ["benchmarks_heatmap.png", "ranking_heatmap.png", "tiers.png", "groups.png"]
+        fig_list = sorted(figs.draw_all(jobs), key=lambda f: order.index(f[0].name) if f[0].name in order else len(order))
         for p, _, _ in fig_list:
             files[f"figures/{p.name}"] = p
     seen = list(dict.fromkeys(str(w.message) for w in caught))

@@ -1,0 +1,80 @@
+"""gate-analysis draws its figures in forked worker processes where that is safe (gate.analysis.figures.draw_all):
+the same figures and the same warnings as drawn one after the other, in the report's order."""
+
+import subprocess
+import sys
+import textwrap
+
+WORKERS = textwrap.dedent("""
+    import os, sys, threading, warnings
+    from pathlib import Path
+    from gate.analysis.figures import FigureJob, draw_all
+
+    def draw(path, text):
+        warnings.warn(f"drawn {text}")
+        Path(path).write_text(f"{os.getpid()} {text}")
+        return Path(path)
+
+    def nothing(path, text):
+        return None
+
+    folder = Path(sys.argv[1])
+    jobs = [FigureJob(draw, (folder / "a.txt", "a"), "overview", "A"),
+            FigureJob(nothing, (folder / "b.txt", "b"), "overview", "B"),
+            FigureJob(draw, (folder / "c.txt",), "tiers", "C", {"text": "c"})]
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        drawn = draw_all(jobs)
+    print([(p.name, s, c) for p, s, c in drawn])
+    print(sorted(str(w.message) for w in seen))
+    pids = {(folder / f).read_text().split()[0] for f in ("a.txt", "c.txt")}
+    print(str(os.getpid()) not in pids, threading.active_count())
+    try:
+        draw_all([FigureJob(draw, (folder / "d.txt", "d"), "x", "D"), FigureJob(Path.read_text, (folder / "no.txt",), "x", "E")])
+    except FileNotFoundError as err:
+        print("raised", Path(err.filename).name)
+""")
+
+
+def test_figures_drawn_in_workers_keep_their_order_warnings_and_errors(tmp_path):
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS)
+    out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    drawn, seen, where, raised = out.stdout.strip().splitlines()
+    assert drawn == "[('a.txt', 'overview', 'A'), ('c.txt', 'tiers', 'C')]"  # the job that drew nothing left out
+    assert seen == "['drawn a', 'drawn c']"  # each worker's warning given again in this process
+    import os
+
+    cores = len(os.sched_getaffinity(0))
+    assert where == ("True 1" if cores > 1 else "False 1")  # drawn by other processes where there are cores for them
+    assert raised == "raised no.txt"  # an error in a worker is raised here, as it is drawn here
+
+
+def test_a_process_with_another_thread_draws_its_figures_itself(tmp_path):
+    import os
+    import threading
+    import warnings
+    from pathlib import Path
+
+    from gate.analysis.figures import FigureJob, draw_all
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+    try:
+        path = tmp_path / "a.txt"
+
+        def draw(p):
+            warnings.warn("drawn here", stacklevel=2)
+            Path(p).write_text(str(os.getpid()))
+            return Path(p)
+
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            assert draw_all([FigureJob(draw, (path,), "s", "c"), FigureJob(draw, (tmp_path / "b.txt",), "s", "d")]) == [
+                (path, "s", "c"), (tmp_path / "b.txt", "s", "d")]
+        assert path.read_text() == str(os.getpid())  # no fork while another thread runs (its locks would stay held)
+        assert [str(w.message) for w in seen] == ["drawn here", "drawn here"]
+    finally:
+        stop.set()
