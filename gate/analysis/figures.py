@@ -57,34 +57,79 @@ class FigureJob:
 def draw_all(jobs: Sequence[FigureJob]) -> list[tuple[Path, str, str]]:
     """Each job's figure as ``(path, section, caption)``, in the jobs' order, those that drew nothing left out.
 
-    The figures are independent, so they are drawn by worker processes forked from this one, one per core (at most one
-    per figure), where that is safe: the platform forks and this process runs no other thread (a fork copies the
-    calling thread alone: a lock another thread held would stay held in the worker). Otherwise, or on one core, here
-    one after the other. A warning a worker's figure gives is given again here, so a caller that records warnings
-    (the report lists them) sees the same ones either way."""
+    The figures are independent, so they are drawn by processes forked from this one, one per core (at most one per
+    figure; job i in process i mod n, so give the dearest first), where that is safe: the platform forks and this
+    process runs no other thread (a fork copies the calling thread alone: a lock another thread held would stay held in
+    the child). Otherwise, or on one core, here one after the other. Each child draws its share and exits (no pool
+    waits for more work: a child of a killed process ends with its last figure). A warning a child's figure gives is
+    given again here, so a caller that records warnings (the report lists them) sees the same ones either way; an
+    error is raised here, and the other children are stopped."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(len(jobs), cores)
     if workers < 2 or threading.active_count() > 1 or not hasattr(os, "fork"):
         drawn = [job.draw(*job.args, **job.kwargs) for job in jobs]
     else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
-
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            outcomes = list(pool.map(_draw_recording_warnings, jobs))
-        drawn = []
-        for path, seen in outcomes:
-            for text, category in seen:
-                warnings.warn(text, category, stacklevel=2)
-            drawn.append(path)
+        drawn = _drawn_by_children(jobs, workers)
     return [(path, job.section, job.caption) for path, job in zip(drawn, jobs) if path]
 
 
-def _draw_recording_warnings(job: FigureJob) -> tuple[Path | None, list[tuple[str, type[Warning]]]]:
-    with warnings.catch_warnings(record=True) as seen:
-        warnings.simplefilter("always")
-        path = job.draw(*job.args, **job.kwargs)
-    return path, [(str(w.message), w.category) for w in seen]
+def _drawn_by_children(jobs: Sequence[FigureJob], workers: int) -> list[Path | None]:
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    children = []
+    for w in range(workers):
+        receive, send = context.Pipe(duplex=False)
+        child = context.Process(target=_draw_share, args=(jobs, range(w, len(jobs), workers), send), daemon=True)
+        child.start()
+        send.close()
+        children.append((child, receive))
+    drawn: list[Path | None] = [None] * len(jobs)
+    try:
+        for child, receive in children:
+            try:
+                results = receive.recv()
+            except EOFError:
+                child.join()
+                raise RuntimeError(f"a figure process ended without its figures (exit code {child.exitcode})") from None
+            for index, path, seen, error in results:
+                for text, category in seen:
+                    warnings.warn(text, category, stacklevel=3)
+                if error is not None:
+                    raise error
+                drawn[index] = path
+    finally:
+        for child, receive in children:
+            if child.is_alive() and child.exitcode is None:
+                child.terminate()  # an error elsewhere, or this process stopped: its figures are not wanted
+            child.join()
+            receive.close()
+    return drawn
+
+
+def _draw_share(jobs: Sequence[FigureJob], indices: Sequence[int], send: Any) -> None:
+    """In a child: draw ``jobs[i]`` for each i, send back ``(i, path, warnings, error)`` for each (stopping at the
+    first error)."""
+    import pickle
+
+    results = []
+    for index in indices:
+        job = jobs[index]
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            try:
+                path, error = job.draw(*job.args, **job.kwargs), None
+            except Exception as err:  # noqa: BLE001 - raised in the parent
+                path, error = None, err
+        try:
+            pickle.dumps(error)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
+            error = RuntimeError(f"{type(error).__name__}: {error}")
+        results.append((index, path, [(str(w.message), w.category) for w in seen], error))
+        if error is not None:
+            break
+    send.send(results)
+    send.close()
 
 
 def safe_name(text: str) -> str:
