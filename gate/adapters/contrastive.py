@@ -210,9 +210,10 @@ def retrieval_target(batch: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """A batch's target: ``queries`` (the indices of the rows ranked as queries; first, so that the target's length
     is the number of scored rows), ``match`` ((B, B) bool, :func:`match_matrix`), ``group`` ((B,) the candidate
     group of each row: a row's candidates are the rows of its group), ``image_id`` / ``text_id`` ((B,) which image
-    and which caption text each row shows: rows with equal ids are one candidate, :func:`retrieval_hits`) and, for
-    Winoground-style data, ``pair`` ((B,) the example id of each row). A batch without group columns (training) is
-    one group of queries; without ``image_group`` every row shows its own image."""
+    and which caption text each row shows: rows with equal ids are one candidate,
+    :func:`~.contrastive_metrics.retrieval_hits`) and, for Winoground-style data, ``pair`` ((B,) the example id of
+    each row). A batch without group columns (training) is one group of queries; without ``image_group`` every row
+    shows its own image."""
     image_groups = batch.get("image_group")
     match = match_matrix(batch["caption_id"], image_groups)
     n = match.shape[0]

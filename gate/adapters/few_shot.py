@@ -22,7 +22,7 @@ Design:
 * A dataset states its episode protocol in ``options.episodes`` (GATE's values per benchmark, see
   conf/dataset/*.yaml and docs/datasets.md); the adapter's keys default to it (conf/adapter/protonet.yaml) and
   ``max_support`` / ``adaptive_queries`` are read from it unless given.
-* Metrics (:class:`EpisodeAccuracy`): ``acc@1`` is the **mean over episodes** of each episode's query accuracy
+* Metrics (:class:`~.few_shot_metrics.EpisodeAccuracy`): ``acc@1`` is the **mean over episodes** of each episode's query accuracy
   (the few-shot convention, and GATE's epoch mean of per-episode accuracies): every episode weighs the same, so
   a 50-way episode with 250 queries does not outweigh a 5-way one with 25, as pooling all queries would.
   ``acc@1_ci95`` is the half-width of its 95% confidence interval, ``1.96 · std / sqrt(episodes)`` with the

@@ -24,7 +24,7 @@ Loss: a weighted sum of cross-entropy, focal loss (gamma 2) and soft Dice, all i
   Checkpoints are ranked by val ``miou`` (as GATE's segmentation evaluator does).
 * :class:`MedicalSegmentationAdapter`: rows are 2-D slices of 3-D volumes (a target of kind ``volume`` holds
   each slice's volume id). Training is per slice; metrics are computed PER VOLUME (as the ACDC challenge does):
-  per-volume statistics are accumulated by volume id in :class:`VolumeSegmentationMetric`, so a volume's slices
+  per-volume statistics are accumulated by volume id in :class:`~.segmentation_metrics.VolumeSegmentationMetric`, so a volume's slices
   are re-assembled whatever the batch order or batching, each volume is scored on its own and the scores are
   averaged over volumes. ``dice`` averages the foreground structures; ``dice/<structure>`` (from the dataset's
   class names, e.g. ``dice/right_ventricle``) is each structure's Dice averaged over volumes, the numbers the
