@@ -124,3 +124,32 @@ def test_gate_errors_are_one_line_with_exit_code_2(files, tmp_path):
         lines = [line for line in out.stderr.splitlines() if line.strip()]
         assert out.returncode == 2 and len(lines) == 1 and lines[0].startswith(f"gate-{case[0]}: error: "), out.stderr
         assert word in lines[0]
+
+
+def test_a_dataset_not_prepared_here_is_one_line_before_the_training_stack_is_imported(tmp_path):
+    """gate-run on a pool benchmark without its local copy: the loader's own line (gate.data.hub.unavailable_copy,
+    which the loader raises too), exit 2, said before Lightning and torchmetrics are imported (seconds)."""
+    code = ("import sys\n"
+            "from gate.cli.run import main\n"
+            f"sys.argv = ['gate-run', 'dataset=cifar100', 'encoder=resnet18_scratch', 'paths.root={tmp_path}']\n"
+            "try:\n"
+            "    main()\n"
+            "except SystemExit as stop:\n"
+            "    print(stop.code, sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.stdout.strip().splitlines()[-1] == "2 []", out.stdout[-2000:] + out.stderr[-2000:]
+    (line,) = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert line.startswith(f"gate-run: error: dataset 'cifar100' is not on disk (no local copy at {tmp_path}/data/cifar100); "
+                           "download the hub dataset uoft-cs/cifar100"), line
+    from omegaconf import OmegaConf
+
+    from gate.data.hub import require_local
+    from gate.errors import DatasetUnavailable
+
+    from helpers import compose_run
+
+    source = OmegaConf.to_container(compose_run(tmp_path, ["dataset=cifar100"]).dataset.source, resolve=True)
+    with pytest.raises(DatasetUnavailable) as raised:  # the loader's line is the same one
+        require_local("cifar100", source, tmp_path / "data" / "cifar100", {})
+    assert line.removeprefix("gate-run: error: ") == str(raised.value)

@@ -111,8 +111,12 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
 
     overrides = [*FAST, *TINY_ENCODER, "trainer.max_steps=8", "trainer.val_check_interval=4",
                  "data.max_val_samples=64", "data.max_test_samples=64"]  # checkpoints at steps 4 and 8
-    real_build = finetune.build_trainer
-    monkeypatch.setattr(finetune, "build_trainer",
+    import lightning as L
+
+    from gate.engine.training import trainer as stack
+
+    real_build = stack.build_trainer  # (the run imports it from there where it trains)
+    monkeypatch.setattr(stack, "build_trainer",
                         lambda cfg, callbacks, *a: real_build(cfg, [*callbacks, CrashAfter()], *a))
     with pytest.raises(Crash):
         finetune.run_finetune(compose_run(tmp_path, overrides))
@@ -120,14 +124,14 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
     assert store.records() == []  # nothing half-written
 
     resumed_from = []
-    monkeypatch.setattr(finetune, "build_trainer", real_build)
-    real_fit = finetune.L.Trainer.fit
+    monkeypatch.setattr(stack, "build_trainer", real_build)
+    real_fit = L.Trainer.fit
 
     def spy_fit(self, *args, ckpt_path=None, **kwargs):
         resumed_from.append(ckpt_path)
         return real_fit(self, *args, ckpt_path=ckpt_path, **kwargs)
 
-    monkeypatch.setattr(finetune.L.Trainer, "fit", spy_fit)
+    monkeypatch.setattr(L.Trainer, "fit", spy_fit)
     result = finetune.run_finetune(compose_run(tmp_path, overrides))
     assert resumed_from and resumed_from[0].endswith("last.ckpt")
     # the run's cost counts the first attempt's seconds up to the checkpoint it resumed from, not the last attempt's only
@@ -209,7 +213,9 @@ def test_identity_evaluate_test_false_records_validation_only_and_never_tests(tm
     def no_test(*args, **kwargs):
         raise AssertionError("the test split was evaluated")
 
-    monkeypatch.setattr(finetune, "test_best_and_ensembles", no_test)
+    from gate.engine.training import ensemble
+
+    monkeypatch.setattr(ensemble, "test_best_and_ensembles", no_test)  # (the run imports it from there)
     steps = ["trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_train_samples=64"]
     cfg = compose_run(tmp_path, [*FAST, *steps, "evaluate_test=false"])
     result = finetune.run_finetune(cfg)

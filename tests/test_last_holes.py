@@ -314,12 +314,12 @@ def test_a_stop_after_the_records_were_written_says_so(tmp_path):
     complete."""
     env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
     code = ("import os, signal, sys\n"
-            "from gate.engine.training import finetune\n"
-            "real = finetune.prune\n"
+            "from gate.engine.training import checkpoints\n"  # the run imports prune from it where it trains
+            "real = checkpoints.prune\n"
             "def prune(*a, **k):\n"
             "    real(*a, **k)\n"
             "    os.kill(os.getpid(), signal.SIGTERM)\n"
-            "finetune.prune = prune\n"
+            "checkpoints.prune = prune\n"
             "from gate.cli.run import main\n"
             f"sys.argv = ['gate-run', *{[*RUN, f'paths.root={tmp_path}']!r}]\n"
             "main()\n")

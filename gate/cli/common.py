@@ -235,15 +235,57 @@ def prepare_process(cfg: Any) -> None:
 
 
 
+#: Lightning's loggers, which its import sets to INFO (device banners, tips, "Restoring states ...").
+LIGHTNING_LOGGERS = ("lightning.pytorch", "lightning.fabric", "lightning")
+
+
 def quiet_lightning() -> None:
-    """Drop Lightning's info chatter (device banners, tips, "Restoring states ..."). Call after importing
-    Lightning: its import sets its loggers to INFO."""
+    """Drop Lightning's info chatter. Its import sets its loggers to INFO, so their level is set once it is imported:
+    now where it is, else right after the import (a finder that acts once, on ``lightning.pytorch``): the stages
+    import Lightning only where they train, and a run answered without training (already stored, its data missing)
+    never loads it."""
+    if "lightning.pytorch" in sys.modules:
+        _warnings_only()
+    elif not any(isinstance(f, _QuietOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _QuietOnImport())
+
+
+def _warnings_only() -> None:
     import logging
 
-    import lightning.pytorch  # noqa: F401
-
-    for name in ("lightning.pytorch", "lightning.fabric", "lightning"):
+    for name in LIGHTNING_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+class _QuietOnImport:
+    """A meta-path finder that finds nothing itself: when ``lightning.pytorch`` is imported it takes the spec the
+    other finders give and sets Lightning's loggers to WARNING once that module has run, then leaves."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != "lightning.pytorch":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenQuiet(spec.loader)
+        return spec
+
+
+class _ThenQuiet:
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        _warnings_only()
+
+    def __getattr__(self, name: str) -> Any:  # the wrapped loader's other methods (get_code, get_source, ...)
+        return getattr(self.loader, name)
 
 
 def _one_line_warning(message, category, filename, lineno, line=None) -> str:

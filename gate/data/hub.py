@@ -184,15 +184,10 @@ def require_local(key: str, source: Mapping[str, Any], data_dir: str | os.PathLi
     """The files of each split in the local copy, or a one-line DatasetUnavailable naming the dataset, the
     directory or missing split, and what to do. A copy whose download did not finish (or whose recorded files
     are gone or resized since) is refused: it would be read as if it were the whole source."""
-    if not data_dir:
-        raise DatasetUnavailable(f"dataset {key!r}: no dataset.data_dir given; {how_to_get(key, source, '<dir>')}")
+    why = unavailable_copy(key, source, data_dir)
+    if why:
+        raise DatasetUnavailable(why)
     root = Path(data_dir).expanduser()
-    if not root.is_dir() or not any(root.iterdir()):
-        raise DatasetUnavailable(f"dataset {key!r} is not on disk (no local copy at {root}); "
-                                 f"{how_to_get(key, source, root)}")
-    state = copy_state(root)
-    if not state.usable:
-        raise DatasetUnavailable(state.message(key))
     out = {}
     for split, patterns in files.items():
         found = split_files(root, patterns)
@@ -203,6 +198,30 @@ def require_local(key: str, source: Mapping[str, Any], data_dir: str | os.PathLi
                 f"{how_to_get(key, source, root)}")
         out[split] = found
     return out
+
+
+def unavailable_copy(key: str, source: Mapping[str, Any], data_dir: str | os.PathLike | None) -> str | None:
+    """Why the local copy at ``data_dir`` cannot be read, as the one line :func:`require_local` raises (no directory
+    given, none or an empty one there, an unfinished or damaged download), or None: a copy whose split files are the
+    loader's to find."""
+    if not data_dir:
+        return f"dataset {key!r}: no dataset.data_dir given; {how_to_get(key, source, '<dir>')}"
+    root = Path(data_dir).expanduser()
+    if not root.is_dir() or not any(root.iterdir()):
+        return f"dataset {key!r} is not on disk (no local copy at {root}); {how_to_get(key, source, root)}"
+    state = copy_state(root)
+    return None if state.usable else state.message(key)
+
+
+def unavailable_copy_of(dataset: Mapping[str, Any]) -> str | None:
+    """:func:`unavailable_copy` for a resolved dataset section whose builder reads a local copy of its source (its
+    ``builder`` has ``data_dir`` and ``source``: the pool's benchmarks), read where the builder reads it; None for
+    a packaged or generated dataset. A run asks before it imports the training stack, so a dataset not prepared
+    here is one line in seconds, as its loader would say it after them."""
+    builder = dataset.get("builder") if isinstance(dataset, Mapping) else None
+    if not isinstance(builder, Mapping) or "data_dir" not in builder or not isinstance(builder.get("source"), Mapping):
+        return None
+    return unavailable_copy(str(builder.get("name") or dataset.get("name")), builder["source"], builder["data_dir"])
 
 
 def damaged_file(key: str, path: Path | str, err: BaseException) -> GateError:

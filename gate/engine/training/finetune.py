@@ -16,22 +16,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import hydra
-import lightning as L
 from omegaconf import DictConfig
 
 from ... import signals
+from ...data.hub import unavailable_copy_of
+from ...errors import DatasetUnavailable
 from ...files import no_space
 from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
-from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component
-from ..model import GATEModel
 from ..validate import Checked, parse_run
-from .checkpoints import prune, resume_point
 from .devices import check_devices
 from .distributed import process_rank
-from .ensemble import ranked_checkpoints, test_best_and_ensembles
-from .loggers import logger_run_dir
-from .trainer import build_trainer, checkpoint_callback, logging_callbacks
 
 
 @dataclasses.dataclass
@@ -75,7 +69,6 @@ def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
 
 def _run(checked: Checked) -> FinetuneResult:
     run = checked.run
-    check_devices(run.trainer)  # a GPU asked for on a machine without one: before any work
     exp = experiment_id(checked.config, "finetune")
     store = ResultsStore(run.paths.results)
     run_dir = Path(run.paths.runs).expanduser().resolve() / exp
@@ -83,6 +76,12 @@ def _run(checked: Checked) -> FinetuneResult:
     store.check_writable()  # a store that cannot take the records: said now, not after hours of training
     if store.has_experiment(exp, kind="finetune") and not force:
         return FinetuneResult(exp, True, {}, store.path, run_dir)
+    # A run answered without training (stored above, or its data missing here) never imports the training stack
+    # (Lightning, torchmetrics: seconds); the checks that need it come next.
+    missing = unavailable_copy_of(checked.config["dataset"])
+    if missing:
+        raise DatasetUnavailable(missing)
+    check_devices(run.trainer)  # a GPU asked for on a machine without one: before any work
     # a full disk anywhere in the run (a checkpoint, the logger's files, the records) names the file and what to free
     with no_space(run_dir, "the run's checkpoints, logs and records"):
         if process_rank() != 0:  # another rank of a data-parallel run: rank 0 holds the lock and writes (read-only)
@@ -97,6 +96,17 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
               lead: bool) -> FinetuneResult:
     """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
     aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
+    # The training stack, imported here: a run already stored, or one whose data is missing, is answered without it
+    import hydra
+    import lightning as L
+
+    from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component
+    from ..model import GATEModel
+    from .checkpoints import prune, resume_point
+    from .ensemble import ranked_checkpoints, test_best_and_ensembles
+    from .loggers import logger_run_dir
+    from .trainer import build_trainer, checkpoint_callback, logging_callbacks
+
     run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
     started = time.perf_counter()
     facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
