@@ -214,14 +214,15 @@ def unavailable_copy(key: str, source: Mapping[str, Any], data_dir: str | os.Pat
 
 
 def unavailable_copy_of(dataset: Mapping[str, Any]) -> str | None:
-    """:func:`unavailable_copy` for a resolved dataset section whose builder reads a local copy of its source (its
+    """:func:`unavailable_copy` for a checked, resolved dataset section whose builder reads a local copy of its source (its
     ``builder`` has ``data_dir`` and ``source``: the pool's benchmarks), read where the builder reads it; None for
     a packaged or generated dataset. A run asks before it imports the training stack, so a dataset not prepared
     here is one line in seconds, as its loader would say it after them."""
-    builder = dataset.get("builder") if isinstance(dataset, Mapping) else None
-    if not isinstance(builder, Mapping) or "data_dir" not in builder or not isinstance(builder.get("source"), Mapping):
+    builder = dataset.get("builder") or {}  # (a checked section: the schema read its builder and source block)
+    source = builder.get("source")
+    if "data_dir" not in builder or not source:
         return None
-    return unavailable_copy(str(builder.get("name") or dataset.get("name")), builder["source"], builder["data_dir"])
+    return unavailable_copy(str(builder.get("name") or dataset.get("name")), source, builder["data_dir"])
 
 
 def damaged_file(key: str, path: Path | str, err: BaseException) -> GateError:
