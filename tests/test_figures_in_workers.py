@@ -33,6 +33,12 @@ WORKERS = textwrap.dedent("""
         draw_all([FigureJob(draw, (folder / "d.txt", "d"), "x", "D"), FigureJob(Path.read_text, (folder / "no.txt",), "x", "E")])
     except FileNotFoundError as err:
         print("raised", Path(err.filename).name)
+    try:  # a child that dies (killed, out of memory) without sending its figures (on one core: drawn here, so not tried)
+        if len(os.sched_getaffinity(0)) < 2:
+            raise RuntimeError("one core")
+        draw_all([FigureJob(draw, (folder / "e.txt", "e"), "x", "E"), FigureJob(os._exit, (3,), "x", "F")])
+    except RuntimeError as err:
+        print(err)
 """)
 
 
@@ -41,7 +47,7 @@ def test_figures_drawn_in_workers_keep_their_order_warnings_and_errors(tmp_path)
     script.write_text(WORKERS)
     out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    drawn, seen, where, raised = out.stdout.strip().splitlines()
+    drawn, seen, where, raised, died = out.stdout.strip().splitlines()
     assert drawn == "[('a.txt', 'overview', 'A'), ('c.txt', 'tiers', 'C')]"  # the job that drew nothing left out
     assert seen == "['drawn a', 'drawn c']"  # each worker's warning given again in this process
     import os
@@ -49,6 +55,8 @@ def test_figures_drawn_in_workers_keep_their_order_warnings_and_errors(tmp_path)
     cores = len(os.sched_getaffinity(0))
     assert where == ("True 1" if cores > 1 else "False 1")  # drawn by other processes where there are cores for them
     assert raised == "raised no.txt"  # an error in a worker is raised here, as it is drawn here
+    if cores > 1:  # one line naming what happened, not a hang or a missing figure
+        assert died == "a figure process ended without its figures (exit code 3)", died
 
 
 def test_a_process_with_another_thread_draws_its_figures_itself(tmp_path):

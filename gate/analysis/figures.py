@@ -100,7 +100,7 @@ def _drawn_by_children(jobs: Sequence[FigureJob], workers: int) -> list[Path | N
                 drawn[index] = path
     finally:
         for child, receive in children:
-            if child.is_alive() and child.exitcode is None:
+            if child.is_alive():
                 child.terminate()  # an error elsewhere, or this process stopped: its figures are not wanted
             child.join()
             receive.close()
@@ -121,10 +121,11 @@ def _draw_share(jobs: Sequence[FigureJob], indices: Sequence[int], send: Any) ->
                 path, error = job.draw(*job.args, **job.kwargs), None
             except Exception as err:  # noqa: BLE001 - raised in the parent
                 path, error = None, err
-        try:
-            pickle.dumps(error)
-        except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
-            error = RuntimeError(f"{type(error).__name__}: {error}")
+        if error is not None:
+            try:
+                pickle.dumps(error)
+            except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
+                error = RuntimeError(f"{type(error).__name__}: {error}")
         results.append((index, path, [(str(w.message), w.category) for w in seen], error))
         if error is not None:
             break
