@@ -1,8 +1,9 @@
 """gate-rank's cost model, measured leave-one-run-out on a results store: for every stored fine-tuning run, the model
 fitted on every *other* run predicts its wall seconds from what is known before it runs (steps, validations,
 parameters, pixels, batch, family), beside what it took. Two settings: ``same pair allowed`` (the model may use other
-runs of the same encoder × benchmark, e.g. other seeds — what a rerun or a later seed sees) and ``new pair`` (every
-run of that encoder × benchmark left out too — what gate-rank sees before it has run a pair). Prints the median
+runs of the same encoder × benchmark, e.g. other seeds — what a rerun or a later seed sees), ``new pair`` (every
+run of that encoder × benchmark left out too — what gate-rank sees before it has run a pair) and ``new family`` (every
+run of its task family left out — what gate-rank sees before it has run a benchmark of that family). Prints the median
 and 90th percentile of |predicted/actual − 1| and the sum of predicted over the sum of actual, per basis.
 
     .venv/bin/python measurements/rank_cost_model.py --root /tmp/rv/a
@@ -58,11 +59,13 @@ def main() -> int:
         print(f"rank_cost_model: {path} holds {len(data)} timed fine-tuning run(s); at least 4 are needed", file=sys.stderr)
         return 2
     print(f"{len(data)} runs from {path}")
-    for setting in ("same pair allowed", "new pair"):
+    for setting in ("same pair allowed", "new pair", "new family"):
         rows: dict[str, list[tuple[float, float]]] = {}
         for i, (feats, facts, _) in enumerate(data):
             others = [o for j, (f, _, o) in enumerate(data) if j != i and (
-                setting == "same pair allowed" or (f.encoder, f.benchmark) != (feats.encoder, feats.benchmark))]
+                setting == "same pair allowed"
+                or (setting == "new pair" and (f.encoder, f.benchmark) != (feats.encoder, feats.benchmark))
+                or (setting == "new family" and f.family != feats.family))]
             costs = CostModel(others).predict(feats)
             steps = float(facts["global_step"]) - float(facts.get("resumed_from_step") or 0)
             predicted = costs.seconds(steps, float(facts.get("validations") or 0), facts["test_passes"])

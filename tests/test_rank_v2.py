@@ -165,6 +165,24 @@ def test_the_cost_model_recovers_a_planted_law():
     assert CostModel().predict(new).basis == "cold start"
 
 
+def test_a_family_not_measured_is_priced_at_the_measured_families_mean_not_the_first_by_name():
+    """Two families measured, one 4× dearer per step at the same load: a third family (its name sorting first) is
+    priced at their geometric mean, 2× the cheap one's — a treatment coding gave it the alphabetically first
+    family's price, so renaming a family changed the plan."""
+    rng = np.random.default_rng(1)
+    obs = []
+    for i in range(16):
+        family, factor = ("classification", 1.0) if i % 2 else ("segmentation", 4.0)
+        f = RunFeatures(f"enc{i}", family, family, float(rng.uniform(1e6, 9e7)), 32.0 ** 2, 16)
+        obs.append(Observation(f, factor * 0.01 * f.load, 5.0, 1.5))
+    model = CostModel(obs)
+    for name in ("aardvark", "zebra"):
+        new = RunFeatures("new", name, name, 3e7, 32.0 ** 2, 16)
+        assert model.predict(new).per_step == pytest.approx(2.0 * 0.01 * new.load, rel=0.05), name
+    seg = RunFeatures("new", "segmentation", "segmentation", 3e7, 32.0 ** 2, 16)
+    assert model.predict(seg).per_step == pytest.approx(4.0 * 0.01 * seg.load, rel=0.05)
+
+
 
 def test_a_resumed_runs_seconds_fit_no_cost():
     """A resumed run's wall seconds span its attempts (each paid the fixed cost) while its step times are its last
