@@ -39,6 +39,30 @@ WORKERS = textwrap.dedent("""
         draw_all([FigureJob(draw, (folder / "e.txt", "e"), "x", "E"), FigureJob(os._exit, (3,), "x", "F")])
     except RuntimeError as err:
         print(err)
+
+    def waits(path, other):  # drawn only once the other child has drawn every other job (or 20 s: a fixed share)
+        import time
+        deadline = time.monotonic() + 20
+        while not Path(other).exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        Path(path).write_text(str(os.getpid()))
+        return Path(path)
+
+    def quick(path, then=None):
+        Path(path).write_text(str(os.getpid()))
+        if then:
+            Path(then).write_text("")
+        return Path(path)
+
+    if len(os.sched_getaffinity(0)) > 1:  # a child that is free takes the next job: one slow job holds up nothing
+        names = ["slow", "q1", "q2", "q3"]
+        draw_all([FigureJob(waits, (folder / "slow", folder / "q3.done"), "x", "slow")] +
+                 [FigureJob(quick, (folder / n,), "x", n, {"then": folder / "q3.done" if n == "q3" else None})
+                  for n in names[1:]])
+        pid = {n: (folder / n).read_text() for n in names}
+        print(len({pid["q1"], pid["q2"], pid["q3"]}) == 1 and pid["slow"] != pid["q1"])
+    else:
+        print(True)
 """)
 
 
@@ -47,7 +71,7 @@ def test_figures_drawn_in_workers_keep_their_order_warnings_and_errors(tmp_path)
     script.write_text(WORKERS)
     out = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
-    drawn, seen, where, raised, died = out.stdout.strip().splitlines()
+    drawn, seen, where, raised, died, shared = out.stdout.strip().splitlines()
     assert drawn == "[('a.txt', 'overview', 'A'), ('c.txt', 'tiers', 'C')]"  # the job that drew nothing left out
     assert seen == "['drawn a', 'drawn c']"  # each worker's warning given again in this process
     import os
@@ -57,6 +81,7 @@ def test_figures_drawn_in_workers_keep_their_order_warnings_and_errors(tmp_path)
     assert raised == "raised no.txt"  # an error in a worker is raised here, as it is drawn here
     if cores > 1:  # one line naming what happened, not a hang or a missing figure
         assert died == "a figure process ended without its figures (exit code 3)", died
+    assert shared == "True"  # the jobs after a slow one went to the child that was free, not by a fixed share
 
 
 def test_a_process_with_another_thread_draws_its_figures_itself(tmp_path):
