@@ -64,9 +64,9 @@ def draw_all(jobs: Sequence[FigureJob]) -> list[tuple[Path, str, str]]:
     is left, and exits (no pool waits for more work: a child of a killed process ends with the jobs there are). A fixed
     share (job i in child i mod n) put the paper table's first and third figures in one child (3.6 + 2.6 s drawn one
     after the other, against the second's 2.7 s); on this 2-core machine the two ways measured alike within its noise
-    (medians 4.7 s, six alternating rounds), but a report with many score figures no longer depends on their order. A warning a child's figure gives is
-    given again here, so a caller that records warnings (the report lists them) sees the same ones either way; an
-    error is raised here, and the other children are stopped."""
+    (medians 4.7 s, six alternating rounds), but a report with many score figures no longer depends on their order.
+    A warning a child's figure gives is given again here, in the jobs' order, so a caller that records warnings (the
+    report lists them) sees the same ones either way; an error is raised here, and the other children are stopped."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     workers = min(len(jobs), cores)
     if workers < 2 or threading.active_count() > 1 or not hasattr(os, "fork"):
