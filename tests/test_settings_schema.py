@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hydra import compose
 from hydra.errors import ConfigCompositionException
 from hydra.utils import get_class
 
@@ -27,7 +26,7 @@ from gate.settings import LAUNCHER, TIER_RUN, adapter_section, check
 from gate.tiers.expand import load_tier
 from gate.tiers.spec import parse_tier
 
-from helpers import composing
+from helpers import compose_run
 
 ROOT = Path(__file__).resolve().parents[1]
 CONF = ROOT / "conf"
@@ -46,8 +45,7 @@ def normalise_args(argv):
 
 
 def _compose(config: str, root: Path, overrides: list[str]):
-    with composing():
-        return compose(config, overrides=[f"paths.root={root}", *overrides])
+    return compose_run(root, overrides, config_name=config)
 
 
 def _one_line_error(validate, cfg) -> str:
