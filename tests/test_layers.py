@@ -20,7 +20,8 @@ import gate
 
 # Lowest first. A module belongs to the longest prefix listed; a module may import its own layer and those below.
 LAYERS = [
-    ["gate", "gate.errors", "gate.files", "gate.parallel", "gate.metrics", "gate.settings", "gate.conf", "gate.registry"],
+    ["gate", "gate.errors", "gate.files", "gate.forked", "gate.parallel", "gate.metrics", "gate.settings", "gate.conf",
+     "gate.registry"],
     ["gate.results", "gate.families", "gate.transferability"],  # records; the family registry; pure scores
     ["gate.encoders", "gate.data"],
     ["gate.adapters"],

@@ -10,17 +10,15 @@ and its global state are never used, and importing this module does not change m
 * :func:`tier_bars` — per tier (and GATE paper group), the encoders' means.
 * :func:`importance_bar`, :func:`k_sweep_box` — EEVEE's leave-one-out importance and k sweep.
 
-:func:`draw_all` draws a report's figures, in worker processes where it is safe (matplotlib draws in Python: the
-paper table's four figures took 7.2 and 8.5 s one after the other on this project's 2-core machine in a busy minute,
-3.8 s twice on two workers).
+:func:`draw_all` draws a report's figures, in forked children where it is safe (:mod:`gate.forked`; matplotlib draws
+in Python: the paper table's four figures took 7.2 and 8.5 s one after the other on this project's 2-core machine in a
+busy minute, 3.8 s twice on two children).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
-import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +29,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from gate.forked import children_for, map_forked
 
 DPI = 110
 
@@ -57,93 +57,44 @@ class FigureJob:
 def draw_all(jobs: Sequence[FigureJob]) -> list[tuple[Path, str, str]]:
     """Each job's figure as ``(path, section, caption)``, in the jobs' order, those that drew nothing left out.
 
-    The figures are independent, so they are drawn by processes forked from this one, one per core (at most one per
-    figure), where that is safe: the platform forks and this process runs no other thread (a fork copies the calling
-    thread alone: a lock another thread held would stay held in the child). Otherwise, or on one core, here one after
-    the other. Each child takes the next job not yet taken, in the jobs' order (so give the dearest first), until none
-    is left, and exits (no pool waits for more work: a child of a killed process ends with the jobs there are). A fixed
-    share (job i in child i mod n) put the paper table's first and third figures in one child (3.6 + 2.6 s drawn one
-    after the other, against the second's 2.7 s); on this 2-core machine the two ways measured alike within its noise
-    (medians 4.7 s, six alternating rounds), but a report with many score figures no longer depends on their order.
-    A warning a child's figure gives is given again here, in the jobs' order, so a caller that records warnings (the
-    report lists them) sees the same ones either way; an error is raised here, and the other children are stopped."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    workers = min(len(jobs), cores)
-    if workers < 2 or threading.active_count() > 1 or not hasattr(os, "fork"):
+    The figures are independent, so they are drawn by processes forked from this one where that is safe and there are
+    cores for them (:func:`gate.forked.map_forked`: each child takes the next job not yet taken, so give the dearest
+    first), otherwise here one after the other. A fixed share (job i in child i mod n, before 2026-11-30) put the paper
+    table's first and third figures in one child (3.6 + 2.6 s drawn one after the other, against the second's 2.7 s);
+    on this 2-core machine the two ways measured alike within its noise (medians 4.7 s, six alternating rounds), but
+    a report with many score figures no longer depends on their order. A warning a child's figure gives is given again
+    here, in the jobs' order, so a caller that records warnings (the report lists them) sees the same ones either way;
+    the first figure's error is raised here."""
+    if not children_for(len(jobs)):
         drawn = [job.draw(*job.args, **job.kwargs) for job in jobs]
     else:
-        drawn = _drawn_by_children(jobs, workers)
+        drawn = []
+        for path, seen, error in map_forked(_draw_one, jobs,
+                                            lost="a figure process ended without its figures"):
+            for text, category in seen:
+                warnings.warn(text, category, stacklevel=2)
+            if error is not None:
+                raise error
+            drawn.append(path)
     return [(path, job.section, job.caption) for path, job in zip(drawn, jobs) if path]
 
 
-def _drawn_by_children(jobs: Sequence[FigureJob], workers: int) -> list[Path | None]:
-    import multiprocessing
-
-    context = multiprocessing.get_context("fork")
-    taken = context.Value("i", 0)  # the next job no child has taken
-    children = []
-    for _ in range(workers):
-        receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_draw_share, args=(jobs, taken, send), daemon=True)
-        child.start()
-        send.close()
-        children.append((child, receive))
-    drawn: list[Path | None] = [None] * len(jobs)
-    got: list[tuple] = []
-    try:
-        for child, receive in children:
-            try:
-                got += receive.recv()
-            except EOFError:
-                child.join()
-                raise RuntimeError(f"a figure process ended without its figures (exit code {child.exitcode})") from None
-            if any(error is not None for *_, error in got):
-                break  # the others are stopped below
-        # in the jobs' order, whichever child drew them: the warnings come in the same order every time
-        for index, path, seen, error in sorted(got, key=lambda result: result[0]):
-            for text, category in seen:
-                warnings.warn(text, category, stacklevel=3)
-            if error is not None:
-                raise error
-            drawn[index] = path
-    finally:
-        for child, receive in children:
-            if child.is_alive():
-                child.terminate()  # an error elsewhere, or this process stopped: its figures are not wanted
-            child.join()
-            receive.close()
-    return drawn
-
-
-def _draw_share(jobs: Sequence[FigureJob], taken: Any, send: Any) -> None:
-    """In a child: take the next job (``taken``: a shared counter) and draw it until none is left, then send back
-    ``(i, path, warnings, error)`` for each job drawn (stopping at the first error)."""
+def _draw_one(job: FigureJob) -> tuple[Path | None, list[tuple[str, type]], BaseException | None]:
+    """In a child: one job's figure, the warnings it gave and its error (raised in the parent, in the jobs' order)."""
     import pickle
 
-    results = []
-    while True:
-        with taken.get_lock():
-            index = taken.value
-            taken.value += 1
-        if index >= len(jobs):
-            break
-        job = jobs[index]
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always")
-            try:
-                path, error = job.draw(*job.args, **job.kwargs), None
-            except Exception as err:  # noqa: BLE001 - raised in the parent
-                path, error = None, err
-        if error is not None:
-            try:
-                pickle.dumps(error)
-            except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
-                error = RuntimeError(f"{type(error).__name__}: {error}")
-        results.append((index, path, [(str(w.message), w.category) for w in seen], error))
-        if error is not None:
-            break
-    send.send(results)
-    send.close()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            path, error = job.draw(*job.args, **job.kwargs), None
+        except Exception as err:  # noqa: BLE001 - raised in the parent
+            path, error = None, err
+    if error is not None:
+        try:
+            pickle.dumps(error)
+        except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
+            error = RuntimeError(f"{type(error).__name__}: {error}")
+    return path, [(str(w.message), w.category) for w in seen], error
 
 
 def safe_name(text: str) -> str:

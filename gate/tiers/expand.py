@@ -4,8 +4,8 @@
 composition ``gate-run`` does with the same overrides; each entry is composed once per kind of encoder and
 each encoder of the kind set on a copy (:class:`EncoderSwap`), each entry × encoder resolved and validated once and
 its seeds set on copies (:func:`with_seed`: the seed selects no config group; a config that interpolates it is
-composed for each seed) — and
-takes its id from
+composed for each seed), the entries side by side in forked children where that is safe (:mod:`gate.forked`; what
+each gives is taken in the tier's order, so the plan and its errors are the same either way) — and takes its id from
 :func:`gate.results.experiment_id` of the resolved config, so the id the plan shows is the id the run
 records. It trains nothing and writes nothing: it returns a :class:`Plan` with every experiment, the
 entries an encoder cannot take (skipped, with a note) and every error found without training, collected
@@ -35,6 +35,7 @@ import yaml
 from gate.engine.compose import files_read, hydra_compose_context
 from gate.errors import ConfigError
 from gate.files import regular_file
+from gate.forked import map_forked
 from gate.paths import path_part
 from gate.results import ResultsStore, experiment_id, stable_hash
 from gate.settings import TIER_FILE, default_path, target_of
@@ -212,10 +213,6 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     :func:`gate.engine.prepare.why_not_prepared`) says why a benchmark cannot run here; with ``unprepared_is_error``
     false (jobs described for another machine) that is a warning, not a problem. ``progress`` gets a line at most
     every :data:`PROGRESS_SECONDS` while the benchmarks are composed (a paper-sized tier takes minutes)."""
-    from hydra.errors import HydraException
-
-    from gate.engine.validate import resolved_config, validate_run_config
-
     if check_prepared is None:
         from gate.engine.prepare import why_not_prepared as check_prepared
     root = Path(root).expanduser().resolve()
@@ -260,92 +257,50 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
         if problems:
             raise ConfigError(f"tier {tier.name}: {len(problems)} problem(s): " + "; ".join(problems))
         swap = EncoderSwap(gh, compose, encoders, sp)
+        entries = list(enumerate(tier.entries, 1))
+        said = {"at": time.monotonic(), "done": 0}
+        started = said["at"]
+
+        def composed(_index: int, _events: Any) -> None:  # a progress line at most every PROGRESS_SECONDS
+            said["done"] += 1
+            if progress is not None and said["done"] < len(entries) and \
+                    time.monotonic() - said["at"] >= PROGRESS_SECONDS:
+                said["at"] = time.monotonic()
+                progress(f"[gate]   {said['done']} of {len(entries)} benchmarks composed × {len(encoders)} "
+                         f"encoder(s) ({said['at'] - started:.0f} s)")
+
+        # Each benchmark in a forked child where there are cores for them (gate.forked); what each gives is then taken
+        # in the tier's order, here, so the plan and every line are the same either way.
+        per_entry = map_forked(functools.partial(_entry_events, tier, encoders, seeds, root, overrides, sp, swap),
+                               entries, lost="a tier expansion process ended without its benchmarks",
+                               on_result=composed)
         prepared_seen: set[str] = set()
         first_entry: dict[str, int] = {}  # experiment id → the entry that gave it first
         twins: dict[tuple[int, int], str] = {}  # (first entry, later entry) → their dataset(s)
-        started = last_said = time.monotonic()
-        for number, entry in enumerate(tier.entries, 1):
-            if progress is not None and number > 1 and time.monotonic() - last_said >= PROGRESS_SECONDS:
-                last_said = time.monotonic()
-                progress(f"[gate]   {number - 1} of {len(tier.entries)} benchmarks composed × {len(encoders)} "
-                         f"encoder(s) ({last_said - started:.0f} s)")
-            swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
-            paper: tuple[str, ...] = ()
-            after: tuple[str, ...] = ()  # the paper protocol's values, set on each composition (not composed again)
-            if tier.use_paper_protocol:
-                try:
-                    first = entry_overrides(tier, entry, encoders[0], seeds[0], root, overrides, sp)
-                    paper = paper_protocol_overrides(resolved_config(swap.compose(encoders[0], first)))
-                except (HydraException, ValueError, KeyError):
-                    pass  # the same composition fails below, where it is reported
-                later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
-                paper = tuple(o for o in paper if override_key(o) not in later)
-                if paper and not any(nested(override_key(o), k) for o in paper for k in later):
-                    after = paper
-                elif paper:  # a later override inside (or above) a paper key: Hydra's order decides, so the entry
-                    # is composed with them on its command line: the composition kept above (without them) is dropped
-                    swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
-            for enc in encoders:
-                # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
-                # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group),
-                # unless a value of it interpolates the seed: then each seed is composed (a split seed that follows it).
-                resolved: Any = None
-                invalid: str | None = None
-                for seed in seeds:
-                    ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
-                    where = f"{enc} × {entry.dataset} (seed {seed})"
-                    try:
-                        if resolved is None and after:
-                            resolved = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp),
-                                                     after)
-                        elif resolved is None:
-                            resolved = swap.resolved(enc, ovs)
-                        if not swap.reads_seed or seed == seeds[0]:
-                            config = with_seed(resolved, seed)
-                        else:  # a value interpolates the seed: this seed's own composition
-                            config = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp)
-                                                   if after else ovs, after, alone=True)
-                    except (HydraException, ValueError, KeyError) as err:
-                        problems.append(f"{where}: {' '.join(str(err).split())}")
-                        continue
-                    if config["dataset"]["name"] != entry.dataset:  # a config group the overrides pulled in
-                        problems.append(f"{where}: the overrides compose dataset {config['dataset']['name']} under "
-                                        f"the entry {entry.dataset}: {IDENTITY_KEYS['dataset']}")
-                        continue
-                    if config.get("evaluate_test") is False:  # a tier compares test results: it needs them
-                        problems.append(f"{where}: evaluate_test=false is invalid in a tier (its results are compared "
-                                        f"on the test split); leave it at true")
-                        continue
-                    why = cannot_take(config)
-                    if why is not None:
-                        if seed == seeds[0]:
-                            skipped.append(f"{enc} × {entry.dataset}: {why}")
-                        continue
-                    taken[enc] += 1
-                    if entry.dataset not in prepared_seen:
-                        prepared_seen.add(entry.dataset)
-                        why_not = check_prepared(config["dataset"])
-                        if why_not and unprepared_is_error:
-                            problems.append(why_not)
-                        elif why_not:
-                            elsewhere.append(why_not)
-                    if invalid is None or swap.reads_seed:  # (a config that reads the seed: each seed validated)
-                        try:
-                            validate_run_config(config)
-                            invalid = ""
-                        except ConfigError as err:
-                            invalid = str(err)
-                    if invalid:
-                        problems.append(f"{where}: {invalid}")
-                        continue
-                    exp_id = experiment_id(config, "finetune")
-                    if first_entry.setdefault(exp_id, number) != number:  # listed twice: one experiment, run once
-                        earlier = tier.entries[first_entry[exp_id] - 1].dataset
-                        twins[(first_entry[exp_id], number)] = \
+        for (number, entry), events in zip(entries, per_entry):
+            for event in events:
+                what = event[0]
+                if what == "problem":
+                    problems.append(event[1])
+                elif what == "skipped":
+                    skipped.append(event[1])
+                elif what == "taken":
+                    taken[event[1]] += 1
+                elif what == "dataset" and event[1] not in prepared_seen:
+                    prepared_seen.add(event[1])
+                    why_not = check_prepared(event[2])
+                    if why_not and unprepared_is_error:
+                        problems.append(why_not)
+                    elif why_not:
+                        elsewhere.append(why_not)
+                elif what == "experiment":
+                    exp = event[1]
+                    if first_entry.setdefault(exp.id, number) != number:  # listed twice: one experiment, run once
+                        earlier = tier.entries[first_entry[exp.id] - 1].dataset
+                        twins[(first_entry[exp.id], number)] = \
                             entry.dataset if earlier == entry.dataset else f"{earlier}, {entry.dataset}"
                         continue
-                    experiments.append(Experiment(exp_id, tier.name, entry.dataset, enc,
-                                                  int(seed), tuple(ovs), config))
+                    experiments.append(exp)
     problems += [f"entries {a} and {b} ({names}) are the same experiment: list it once (an entry differs from "
                  f"another by its dataset, adapter or overrides that change the run)" for (a, b), names in twins.items()]
     for enc, n in taken.items():
@@ -357,6 +312,88 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
     for why_not in elsewhere:
         warnings.warn(f"{why_not} (the jobs are described for another machine: prepare it there)", stacklevel=2)
     return Plan(tier, encoders, root, experiments, skipped)
+
+
+def _entry_events(tier: Tier, encoders: Sequence[str], seeds: Sequence[int], root: Path, overrides: Sequence[str],
+                  sp: Sequence[str], swap: EncoderSwap, numbered: tuple[int, Entry]) -> list[tuple]:
+    """One benchmark of a tier for every encoder × seed, as the ordered events :func:`expand_tier` takes in the tier's
+    order: ``("problem", line)``, ``("skipped", line)``, ``("taken", encoder)``, ``("dataset", name, section)`` (its
+    first runnable config: whether it is prepared here is asked there, once per dataset) and ``("experiment",
+    Experiment)`` (an experiment listed twice is told there, where every entry is seen)."""
+    from hydra.errors import HydraException
+
+    from gate.engine.validate import resolved_config, validate_run_config
+
+    number, entry = numbered
+    events: list[tuple] = []
+    swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
+    paper: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()  # the paper protocol's values, set on each composition (not composed again)
+    if tier.use_paper_protocol:
+        try:
+            first = entry_overrides(tier, entry, encoders[0], seeds[0], root, overrides, sp)
+            paper = paper_protocol_overrides(resolved_config(swap.compose(encoders[0], first)))
+        except (HydraException, ValueError, KeyError):
+            pass  # the same composition fails below, where it is reported
+        later = {override_key(o) for o in (*tier.overrides, *entry.overrides, *overrides)}
+        paper = tuple(o for o in paper if override_key(o) not in later)
+        if paper and not any(nested(override_key(o), k) for o in paper for k in later):
+            after = paper
+        elif paper:  # a later override inside (or above) a paper key: Hydra's order decides, so the entry
+            # is composed with them on its command line: the composition kept above (without them) is dropped
+            swap.start_entry((*tier.overrides, *entry.overrides, *overrides))
+    dataset_said = False
+    for enc in encoders:
+        # The entry × encoder is resolved and validated once (composed once per entry and kind of encoder:
+        # EncoderSwap); each seed is set on a copy of the resolved config (the seed selects no config group),
+        # unless a value of it interpolates the seed: then each seed is composed (a split seed that follows it).
+        resolved: Any = None
+        invalid: str | None = None
+        for seed in seeds:
+            ovs = entry_overrides(tier, entry, enc, seed, root, overrides, sp, paper)
+            where = f"{enc} × {entry.dataset} (seed {seed})"
+            try:
+                if resolved is None and after:
+                    resolved = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp), after)
+                elif resolved is None:
+                    resolved = swap.resolved(enc, ovs)
+                if not swap.reads_seed or seed == seeds[0]:
+                    config = with_seed(resolved, seed)
+                else:  # a value interpolates the seed: this seed's own composition
+                    config = swap.resolved(enc, entry_overrides(tier, entry, enc, seed, root, overrides, sp)
+                                           if after else ovs, after, alone=True)
+            except (HydraException, ValueError, KeyError) as err:
+                events.append(("problem", f"{where}: {' '.join(str(err).split())}"))
+                continue
+            if config["dataset"]["name"] != entry.dataset:  # a config group the overrides pulled in
+                events.append(("problem", f"{where}: the overrides compose dataset {config['dataset']['name']} under "
+                                          f"the entry {entry.dataset}: {IDENTITY_KEYS['dataset']}"))
+                continue
+            if config.get("evaluate_test") is False:  # a tier compares test results: it needs them
+                events.append(("problem", f"{where}: evaluate_test=false is invalid in a tier (its results are "
+                                          f"compared on the test split); leave it at true"))
+                continue
+            why = cannot_take(config)
+            if why is not None:
+                if seed == seeds[0]:
+                    events.append(("skipped", f"{enc} × {entry.dataset}: {why}"))
+                continue
+            events.append(("taken", enc))
+            if not dataset_said:
+                dataset_said = True
+                events.append(("dataset", entry.dataset, config["dataset"]))
+            if invalid is None or swap.reads_seed:  # (a config that reads the seed: each seed validated)
+                try:
+                    validate_run_config(config)
+                    invalid = ""
+                except ConfigError as err:
+                    invalid = str(err)
+            if invalid:
+                events.append(("problem", f"{where}: {invalid}"))
+                continue
+            events.append(("experiment", Experiment(experiment_id(config, "finetune"), tier.name, entry.dataset, enc,
+                                                    int(seed), tuple(ovs), config)))
+    return events
 
 
 #: The root nodes an encoder's config writes: its own, and its recipe's (``override /recipe@_global_.recipe: vit`` in
