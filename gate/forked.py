@@ -57,7 +57,9 @@ def _in_children(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, l
     children = {}
     for _ in range(workers):
         receive, send = context.Pipe(duplex=False)
-        child = context.Process(target=_take_jobs, args=(fn, items, taken, send), daemon=True)
+        # the child closes every read end it inherits (its own too): with its parent gone, a send then fails (no
+        # reader) instead of waiting forever on a full pipe
+        child = context.Process(target=_take_jobs, args=(fn, items, taken, send, [*children, receive]), daemon=True)
         child.start()
         send.close()
         children[receive] = child
@@ -91,10 +93,13 @@ def _in_children(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, l
             receive.close()
 
 
-def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send: Any) -> None:
+def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send: Any, inherited: Sequence[Any]) -> None:
     """In a child: take the next job (``taken``: a shared counter) and send back ``(index, result, error)`` for it,
-    until none is left or one fails."""
+    until none is left, one fails or the parent is gone."""
     import pickle
+
+    for receive in inherited:
+        receive.close()
 
     while True:
         with taken.get_lock():
@@ -111,7 +116,10 @@ def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send:
                 pickle.dumps(error)
             except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
                 error = RuntimeError(f"{type(error).__name__}: {error}")
-        send.send((index, result, error))
+        try:
+            send.send((index, result, error))
+        except OSError:  # the parent is gone (killed): nobody wants the rest
+            break
         if error is not None:
             break
     send.close()
