@@ -96,8 +96,6 @@ def _in_children(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, l
 def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send: Any, inherited: Sequence[Any]) -> None:
     """In a child: take the next job (``taken``: a shared counter) and send back ``(index, result, error)`` for it,
     until none is left, one fails or the parent is gone."""
-    import pickle
-
     for receive in inherited:
         receive.close()
 
@@ -112,10 +110,7 @@ def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send:
         except Exception as err:  # noqa: BLE001 - raised in the parent
             result, error = None, err
         if error is not None:
-            try:
-                pickle.dumps(error)
-            except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
-                error = RuntimeError(f"{type(error).__name__}: {error}")
+            error = sendable(error)
         try:
             send.send((index, result, error))
         except OSError:  # the parent is gone (killed): nobody wants the rest
@@ -123,3 +118,14 @@ def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send:
         if error is not None:
             break
     send.close()
+
+
+def sendable(error: BaseException) -> BaseException:
+    """``error`` if it pickles (it goes back to the parent through a pipe), else a RuntimeError with its line."""
+    import pickle
+
+    try:
+        pickle.dumps(error)
+    except Exception:  # noqa: BLE001 - whatever stops it pickling, its line still says what happened
+        return RuntimeError(f"{type(error).__name__}: {error}")
+    return error

@@ -30,7 +30,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from gate.forked import children_for, map_forked
+from gate.forked import children_for, map_forked, sendable
 
 DPI = 110
 
@@ -81,20 +81,13 @@ def draw_all(jobs: Sequence[FigureJob]) -> list[tuple[Path, str, str]]:
 
 def _draw_one(job: FigureJob) -> tuple[Path | None, list[tuple[str, type]], BaseException | None]:
     """In a child: one job's figure, the warnings it gave and its error (raised in the parent, in the jobs' order)."""
-    import pickle
-
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         try:
             path, error = job.draw(*job.args, **job.kwargs), None
         except Exception as err:  # noqa: BLE001 - raised in the parent
             path, error = None, err
-    if error is not None:
-        try:
-            pickle.dumps(error)
-        except Exception:  # noqa: BLE001 - an exception that does not pickle is sent as its line
-            error = RuntimeError(f"{type(error).__name__}: {error}")
-    return path, [(str(w.message), w.category) for w in seen], error
+    return path, [(str(w.message), w.category) for w in seen], None if error is None else sendable(error)
 
 
 def safe_name(text: str) -> str:
