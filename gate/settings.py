@@ -435,10 +435,10 @@ def conf_dir() -> Path:
 
 @functools.cache
 def _yaml(where: str) -> dict[str, Any]:
-    from omegaconf import OmegaConf
+    from gate.files import read_config_yaml
 
     file, _, key = where.partition(":")
-    node: Any = OmegaConf.to_container(OmegaConf.load(conf_dir() / file), resolve=False)
+    node: Any = read_config_yaml(conf_dir() / file)
     for part in key.split(".") if key else ():
         node = node[part]
     return {k: v for k, v in node.items() if k not in ("defaults", "hydra")}

@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from gate.analysis.meta import BenchmarkMeta, choose_tier_metric, metric_scale, range_fix
 
@@ -46,6 +45,8 @@ MIN_ENCODERS = 3
 
 def correlation_row(score: Iterable[float], target: Iterable[float]) -> dict[str, float]:
     """All statistics for one score vector against one target vector (both: higher is better)."""
+    from scipy import stats  # here, not at the top: a report without scores never needs it (0.5 s of imports)
+
     x = np.asarray(list(score), dtype=float)
     y = np.asarray(list(target), dtype=float)
     if x.shape != y.shape:

@@ -168,7 +168,7 @@ def representative_values_with_intervals(summary: pd.DataFrame, bench_info: pd.D
     """Encoders × benchmarks of each benchmark's representative metric (``tiers_benchmarks.csv``'s choice), in the
     metric's own units: (means over seeds, half-widths of a 95 % t interval over seeds — NaN for one seed,
     higher_is_better per benchmark, metric per benchmark)."""
-    from scipy import stats as st
+    from scipy.special import stdtrit  # scipy.stats.t.ppf's own function, without scipy.stats' 0.5 s of imports
 
     ft = summary[summary["kind"] == "finetune"]
     means, halves, hib, metrics = {}, {}, {}, {}
@@ -177,7 +177,7 @@ def representative_values_with_intervals(summary: pd.DataFrame, bench_info: pd.D
         if rows.empty:
             continue
         n = rows["n"].astype(float)
-        t = n.map(lambda k: st.t.ppf(0.975, k - 1) if k > 1 else float("nan"))
+        t = n.map(lambda k: stdtrit(k - 1, 0.975) if k > 1 else float("nan"))
         means[row.benchmark] = rows["mean"].astype(float)
         halves[row.benchmark] = rows["std"].astype(float) / n.pow(0.5) * t
         hib[row.benchmark], metrics[row.benchmark] = bool(row.higher_is_better), str(row.metric)

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..families import TARGET_KINDS  # the registry of task families owns the target kinds
+from ..files import read_config_yaml
 
 # What each task family reads (its target kinds, whether it has classes, its default targets) is declared by the
 # family's own entry in the registry (gate.families, next to its adapter), not here.
@@ -214,12 +215,26 @@ def load_dataset_spec(path: str | Path) -> DatasetSpec:
 
     path = Path(path)
     try:
-        doc = OmegaConf.load(path)
-    except (OSError, yaml.YAMLError, OmegaConfBaseException) as err:
+        doc = read_config_yaml(path)
+        if not isinstance(doc, dict):
+            raise ValueError(f"dataset config {path} must be a mapping of dataset keys")
+        # interpolations: OmegaConf resolves them within the file; a file without one is its own plain data
+        plain = _resolved_within(OmegaConf.create({"dataset": doc}), path) if "${" in repr(doc) else dict(doc)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, OmegaConfBaseException) as err:
         raise ValueError(f"dataset config {path} cannot be read: {' '.join(str(err).split())}") from None
-    if not OmegaConf.is_dict(doc):
-        raise ValueError(f"dataset config {path} must be a mapping of dataset keys")
-    root = OmegaConf.create({"dataset": doc})
+    plain.setdefault("name", path.stem)
+    try:
+        return spec_from_config(plain)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"dataset config {path}: {err}") from None
+
+
+def _resolved_within(root, path: Path) -> dict[str, Any]:
+    """A dataset YAML's keys (``root.dataset``) with the ``${dataset.*}`` interpolations of those the spec holds
+    resolved within the file; the others as written where they do not resolve there."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     wanted = {f.name for f in dataclasses.fields(DatasetSpec)}
     plain = {}
     for key in root.dataset:
@@ -230,11 +245,7 @@ def load_dataset_spec(path: str | Path) -> DatasetSpec:
             if key in wanted:  # a key the spec holds must resolve within the file; the others are checked as written
                 raise ValueError(f"dataset config {path}: {' '.join(str(err).split())}") from None
             plain[key] = OmegaConf.to_container(root.dataset, resolve=False)[key]
-    plain.setdefault("name", path.stem)
-    try:
-        return spec_from_config(plain)
-    except (ValueError, TypeError) as err:
-        raise ValueError(f"dataset config {path}: {err}") from None
+    return plain
 
 
 def check_split(spec: DatasetSpec, split: str, labels, column: str = "label") -> None:
