@@ -36,10 +36,10 @@ def requested_world_size(trainer_cfg: Mapping[str, Any]) -> int:
     return max(int(count), 1) * nodes
 
 
-def layout_identity(adapter_cls: type | None, trainer_cfg: Mapping[str, Any]) -> dict[str, Any]:
+def layout_identity(loss_splits: bool, trainer_cfg: Mapping[str, Any]) -> dict[str, Any]:
     """What of the process layout enters the experiment id: nothing when the adapter's loss splits across devices
-    (the numbers equal one device's), else the world size (the per-device batches change the loss)."""
+    (``loss_splits``: the numbers equal one device's), else the world size (the per-device batches change the loss)."""
     world = requested_world_size(trainer_cfg)
-    if world == 1 or getattr(adapter_cls, "loss_splits_across_devices", False):
+    if world == 1 or loss_splits:
         return {}
     return {"world_size": world}

@@ -50,7 +50,9 @@ _RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher"
                     # how analysis puts the tier metric on 0-1 (gate.analysis.meta), not what a run computes
                     "dataset.tier_range",
                     # facts about an encoder gate-rank reads (its paper column, its weights' published top-1)
-                    "encoder.paper_name", "encoder.source_top1")
+                    "encoder.paper_name", "encoder.source_top1",
+                    # a fact of the adapter's class, stated in its YAML: identity() reads it for the layout
+                    "adapter.loss_splits_across_devices")
 # (split manifests live under paths.data, already run-only: the source hash inside a manifest, checked on load,
 # guards what the data is; dataset.splits and dataset.source.revision stay in the identity)
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
@@ -120,21 +122,15 @@ def identity(config: Mapping[str, Any], kind: str) -> dict[str, Any]:
 
 
 def _layout(config: Mapping[str, Any]) -> dict[str, Any]:
-    from .parallel import layout_identity, requested_world_size  # noqa: PLC0415
+    from .parallel import layout_identity  # noqa: PLC0415
 
-    trainer = config.get("trainer")
-    if not isinstance(trainer, Mapping) or requested_world_size(trainer) == 1:
-        return {}  # one device: nothing of the layout enters the id (and the adapter, torch with it, is not imported)
-    target = (config.get("adapter") or {}).get("_target_") if isinstance(config.get("adapter"), Mapping) else None
-    adapter_cls = None
-    if isinstance(target, str):
-        try:
-            import hydra.utils
-
-            adapter_cls = hydra.utils.get_class(target)
-        except Exception:  # noqa: BLE001 - an unimportable adapter: unknown, so the layout counts (the safe side)
-            adapter_cls = None
-    return layout_identity(adapter_cls, trainer)
+    trainer, adapter = config.get("trainer"), config.get("adapter")
+    if not isinstance(trainer, Mapping):
+        return {}
+    # the adapter's YAML states whether its loss splits across devices (gate-run checks it against the class): read as
+    # data, so the id never imports the adapter (torch), and an adapter that cannot be imported here has the same id
+    splits = isinstance(adapter, Mapping) and adapter.get("loss_splits_across_devices") is True
+    return layout_identity(splits, trainer)
 
 
 def experiment_id(config: Mapping[str, Any], kind: str) -> str:

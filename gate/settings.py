@@ -45,6 +45,10 @@ META_KEYS = ("_target_", "name", "architecture")
 # An encoder's facts gate-rank reads, never passed to its class: paper_name (its column in the GATE paper's table) and
 # source_top1 (the ImageNet top-1 its pretrained weights publish).
 ENCODER_FACTS = ("paper_name", "source_top1")
+# An adapter's facts, stated in its YAML beside ``_target_`` and never passed to its class: whether its loss and metrics
+# are means over examples (the class's ``loss_splits_across_devices``; gate-run refuses a YAML that says otherwise), so
+# that the experiment id reads it without importing the class (gate.results: no torch).
+ADAPTER_FACTS = ("loss_splits_across_devices",)
 AUTO = "auto"
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 MODALITIES = ("image", "text", "audio", "video")
@@ -847,4 +851,4 @@ def adapter_section(cls: type, name: str = "") -> Section | None:
     if not isinstance(own, Mapping):
         return None
     return Section(f"a setting of adapter {name or cls.__name__}", dict(own),
-                   rules=tuple(getattr(cls, "setting_rules", ()) or ()))
+                   rules=tuple(getattr(cls, "setting_rules", ()) or ()), meta=(*META_KEYS, *ADAPTER_FACTS))

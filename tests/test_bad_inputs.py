@@ -42,6 +42,12 @@ CASES = [
     ("run", ["logger=wandb", "logger.mode=sometimes"], "logger.mode"),
     ("run", ["recipe.optimizer.lr=-1"], "recipe.optimizer.lr"),
     ("run", ["adapter.dropout=1.5"], "adapter.dropout"),
+    # the adapter YAML's statement of its class's fact, which the experiment id reads (gate.settings.ADAPTER_FACTS)
+    ("run", ["adapter.loss_splits_across_devices=false"], "adapter.loss_splits_across_devices=false is invalid: "
+                                                         "LinearClassifier's loss is a mean"),
+    ("run", ["adapter.loss_splits_across_devices=sometimes"], "adapter.loss_splits_across_devices='sometimes'"),
+    ("run", ["~adapter.loss_splits_across_devices", "trainer.devices=2"], "adapter.loss_splits_across_devices is "
+                                                                          "missing"),
     ("run", ["encoder.bn_momentum=2"], "encoder.bn_momentum"),
     ("run", ["trainer.precision=fp8"], "trainer.precision"),
     ("run", ["force=maybe"], "force"),

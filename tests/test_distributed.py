@@ -54,17 +54,32 @@ def test_too_few_evaluation_batches_for_the_ranks_is_one_clear_line():
 
 
 def test_the_world_size_enters_the_id_only_where_it_changes_the_loss():
-    from gate.adapters.classification import LinearClassifier
-    from gate.adapters.segmentation import SegmentationAdapter
+    import yaml
+    from hydra.utils import get_class
+
+    from gate.settings import conf_dir
 
     assert requested_world_size({"devices": 2, "num_nodes": 3}) == 6 and requested_world_size({"devices": [0, 1]}) == 2
-    assert layout_identity(LinearClassifier, {"devices": 4}) == {}
-    assert layout_identity(SegmentationAdapter, {"devices": 4}) == {"world_size": 4}
-    assert layout_identity(SegmentationAdapter, {"devices": 1}) == {}
-    base = {"adapter": {"_target_": "gate.adapters.segmentation.SegmentationAdapter"}, "trainer": {"devices": 1}}
-    assert experiment_id(base, "finetune") != experiment_id({**base, "trainer": {"devices": 2}}, "finetune")
-    linear = {"adapter": {"_target_": "gate.adapters.classification.LinearClassifier"}, "trainer": {"devices": 1}}
+    assert layout_identity(True, {"devices": 4}) == {}
+    assert layout_identity(False, {"devices": 4}) == {"world_size": 4}
+    assert layout_identity(False, {"devices": 1}) == {}
+    # the id reads the adapter YAML's statement of its class's fact (gate.settings.ADAPTER_FACTS); each packaged one
+    # states what its class says (tests/test_bad_inputs.py: gate-run refuses a YAML that does not)
+    stated = {}
+    for path in sorted((conf_dir() / "adapter").glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text())
+        stated[path.stem] = doc["loss_splits_across_devices"]
+        assert stated[path.stem] is get_class(doc["_target_"]).loss_splits_across_devices, path.stem
+    assert stated["linear_classifier"] and not stated["segmentation"]
+    seg = {"adapter": {"_target_": "gate.adapters.segmentation.SegmentationAdapter", "loss_splits_across_devices": False},
+           "trainer": {"devices": 1}}
+    assert experiment_id(seg, "finetune") != experiment_id({**seg, "trainer": {"devices": 2}}, "finetune")
+    linear = {"adapter": {"_target_": "gate.adapters.classification.LinearClassifier", "loss_splits_across_devices": True},
+              "trainer": {"devices": 1}}
     assert experiment_id(linear, "finetune") == experiment_id({**linear, "trainer": {"devices": 2}}, "finetune")
+    # the statement itself is no part of the experiment: with it, the id of ids stored before it existed
+    assert experiment_id({**seg, "adapter": {"_target_": seg["adapter"]["_target_"]}}, "finetune") == \
+        experiment_id(seg, "finetune")
 
 
 def test_a_strategy_gate_does_not_shard_for_and_a_tiny_global_batch_are_refused(tmp_path):

@@ -22,7 +22,7 @@ from gate.cli.commands import COMMANDS
 from gate.cli.common import hydra_entry, hydra_error
 from gate.engine.validate import validate_run_config, validate_score_config, validate_tier_config
 from gate.errors import ConfigError
-from gate.settings import LAUNCHER, TIER_RUN, adapter_section, check
+from gate.settings import ADAPTER_FACTS, LAUNCHER, TIER_RUN, adapter_section, check
 from gate.tiers.expand import load_tier
 from gate.tiers.spec import parse_tier
 
@@ -290,7 +290,8 @@ def test_every_adapter_yaml_key_is_declared_beside_its_class_and_passes(adapter,
     assert isinstance(cls.__dict__.get("settings") or getattr(cls, "settings", None), dict), \
         f"{doc['_target_']} declares no `settings` on its class"
     section = adapter_section(cls)
-    keys = set(doc) - {"_target_", "name"}
+    keys = set(doc) - {"_target_", "name"} - set(ADAPTER_FACTS)  # a fact of the class, stated for the experiment id
+    assert doc["loss_splits_across_devices"] is cls.loss_splits_across_devices
     assert keys <= set(section.settings), f"conf/adapter/{adapter}.yaml keys {sorted(keys - set(section.settings))} " \
                                           f"are not declared"
     params = set(inspect.signature(cls).parameters)

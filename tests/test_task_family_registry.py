@@ -193,6 +193,10 @@ def test_the_family_lookup_the_experiment_id_tiers_and_analysis_never_import_tor
             "with initialize_config_dir(str(conf_dir()), version_base=None):\n"
             "    cfg = compose('run', overrides=['dataset=digits', 'encoder=resnet18_scratch'])\n"
             "print(gate.results.experiment_id(OmegaConf.to_container(cfg, resolve=True), 'finetune'))\n"
+            "for ds in ('digits', 'fmnist_seg'):\n"  # several devices: the id reads the adapter YAML's fact, not its class
+            "    with initialize_config_dir(str(conf_dir()), version_base=None):\n"
+            "        two = compose('run', overrides=[f'dataset={ds}', 'trainer.devices=2'])\n"
+            "    assert gate.results.experiment_id(OmegaConf.to_container(two, resolve=True), 'finetune')\n"
             "from gate.analysis.meta import load_benchmark_meta\n"
             "assert len(load_benchmark_meta()) >= 31\n"
             "import tempfile\n"

@@ -85,7 +85,9 @@ class Adapter(nn.Module, abc.ABC):
     #: Whether the loss of a batch is a mean of per-example terms, so that data-parallel ranks can each take a
     #: slice of the global batch and their averaged gradients equal one device's (gate.engine.training.distributed). False
     #: (the safe default) for losses over a whole batch (an episode, in-batch contrastive pairs, a batch Dice):
-    #: then the device count enters the experiment id.
+    #: then the device count enters the experiment id. The adapter's YAML states it again (``loss_splits_across_devices:``,
+    #: gate.settings.ADAPTER_FACTS) for the experiment id, which reads it without importing the class; gate-run
+    #: refuses a YAML that contradicts it.
     loss_splits_across_devices: bool = False
     # An adapter declares its own config keys beside its code: ``settings = {key: gate.settings.Setting}`` (every
     # constructor key a config may set) and optionally ``setting_rules`` (rules across them); gate-run's validation

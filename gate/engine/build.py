@@ -25,7 +25,7 @@ from ..encoders.base import GATEEncoder
 from ..errors import GateError
 from ..families import family
 from ..parallel import requested_world_size
-from ..settings import ENCODER_FACTS, META_KEYS
+from ..settings import ADAPTER_FACTS, ENCODER_FACTS, META_KEYS
 
 
 def to_plain(cfg: Any) -> Any:
@@ -37,7 +37,7 @@ def to_plain(cfg: Any) -> Any:
 
 def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:
     """``hydra.utils.instantiate`` of a config section minus its metadata keys."""
-    plain = {k: v for k, v in to_plain(section).items() if k == "_target_" or k not in (*META_KEYS, *ENCODER_FACTS)}
+    plain = {k: v for k, v in to_plain(section).items() if k == "_target_" or k not in (*META_KEYS, *ENCODER_FACTS, *ADAPTER_FACTS)}
     if "_target_" not in plain:
         raise ValueError(f"config section {section.get('name', '?')!r} has no _target_ to instantiate")
     return hydra.utils.instantiate(plain, **extra, _convert_="all")

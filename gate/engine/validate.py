@@ -193,12 +193,33 @@ def _adapter(plain: Mapping[str, Any]) -> list[str]:
     section = settings.adapter_section(cls, name)
     if section is not None:
         problems += check(adapter, section, "adapter")
+    problems += _loss_splits_fact(adapter, cls, _section(plain, "trainer"))
     if callable(getattr(cls, "check_config", None)):
         problems += cls.check_config(plain)
     classes, declared = adapter.get("num_classes"), dataset.get("num_classes")
     if Int().valid(classes) and Int().valid(declared) and classes != declared:
         problems.append(f"adapter.num_classes={classes} is invalid: must equal dataset.num_classes={declared}")
     return problems
+
+
+def _loss_splits_fact(adapter: Mapping[str, Any], cls: type, trainer: Mapping[str, Any]) -> list[str]:
+    """The adapter YAML's ``loss_splits_across_devices`` (what the experiment id reads, :data:`settings.ADAPTER_FACTS`)
+    against its class's: a YAML that contradicts the class is refused; one that does not state it counts as false,
+    refused only where it matters (several devices) and the class says true."""
+    from ..parallel import requested_world_size
+
+    key = "loss_splits_across_devices"
+    stated, actual = adapter.get(key), bool(getattr(cls, key, False))
+    if stated is not None and not isinstance(stated, bool):
+        return [f"adapter.{key}={show(stated)} is invalid: expected true or false"]
+    if stated is None and not (actual and requested_world_size(trainer) > 1):
+        return []
+    if bool(stated) == actual:
+        return []
+    given = f"adapter.{key} is missing" if stated is None else f"adapter.{key}={str(stated).lower()} is invalid"
+    return [f"{given}: {cls.__name__}'s loss {'is' if actual else 'is not'} a mean "
+            f"over examples (its class says {key} = {actual}): write {key}: {str(actual).lower()} in the adapter's "
+            f"YAML, which the experiment id reads"]
 
 
 def _family_caps(plain: Mapping[str, Any]) -> list[str]:
