@@ -380,14 +380,13 @@ def test_unknown_keys_are_one_line_naming_what_is_known(tmp_path, capsys):
 def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys, monkeypatch):
     root = f"paths.root={tmp_path}"
     from gate.engine import prepare
-    from gate.engine.prepare import _plain
 
-    composed: dict[str, object] = {}  # each dataset's config as `list` composed it (composing is 0.1 s a dataset)
+    composed: dict[str, dict] = {}  # each dataset's config as `list` composed and checked it (0.1 s a dataset)
     status_of = prepare.status_of
 
-    def kept(cfg):
-        composed[cfg.dataset.name] = cfg
-        return status_of(cfg)
+    def kept(config):
+        composed[config["dataset"]["name"]] = config
+        return status_of(config)
 
     monkeypatch.setattr(prepare, "status_of", kept)
     rows = list_rows(capsys, root)
@@ -395,7 +394,7 @@ def test_list_shows_whether_each_schema_rests_on_evidence(tmp_path, capsys, monk
 
     assert set(composed) == set(gate_data.dataset_keys()) == set(rows)
     for key in gate_data.dataset_keys():
-        source = _plain(composed[key], "dataset.source") or {}
+        source = composed[key]["dataset"].get("source") or {}
         expected = "-" if not source else "verified" if source.get("schema_verified") is True else "unverified"
         assert rows[key]["schema"] == expected, key
     assert rows["digits"]["schema"] == "-"  # packaged: no source to check against

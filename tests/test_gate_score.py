@@ -23,6 +23,13 @@ def score_cfg(root, overrides):
     return compose_run(root, overrides, config_name="score")
 
 
+def checked(root, overrides):
+    """gate-score's config as its stage takes it: composed, checked and resolved once into plain data."""
+    from gate.engine.validate import parse_score
+
+    return parse_score(score_cfg(root, overrides)).config
+
+
 @pytest.mark.slow
 def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(tmp_path, capsys):
     # gate-score's main() with this command line in process (Hydra's own multirun), as tests/test_finetune.py runs
@@ -94,14 +101,14 @@ def test_score_config_errors_name_the_problem(tmp_path):
 
 
 def test_cache_key_follows_what_changes_the_features(tmp_path):
-    base = score_cfg(tmp_path, QUICK)
+    base = checked(tmp_path, QUICK)
     key = feature_cache_key(base, "train", 150)
     path = feature_cache_path(tmp_path, key)
-    assert path == feature_cache_path(tmp_path, feature_cache_key(score_cfg(tmp_path, QUICK), "train", 150))
+    assert path == feature_cache_path(tmp_path, feature_cache_key(checked(tmp_path, QUICK), "train", 150))
     assert path.parent == tmp_path / "features" / "efficientnet_lite0" / "digits"
-    for other in (feature_cache_key(score_cfg(tmp_path, [*QUICK, "image_size=48"]), "train", 150),
+    for other in (feature_cache_key(checked(tmp_path, [*QUICK, "image_size=48"]), "train", 150),
                   feature_cache_key(base, "val", 150), feature_cache_key(base, "train", 100),
-                  feature_cache_key(score_cfg(tmp_path, [*QUICK, "seed=1"]), "train", 150)):
+                  feature_cache_key(checked(tmp_path, [*QUICK, "seed=1"]), "train", 150)):
         assert feature_cache_path(tmp_path, other) != path
     json.dumps(key)  # plain data
 
@@ -141,7 +148,7 @@ def test_extract_features_collects_features_labels_and_source_probs(with_head):
 def test_a_truncated_feature_cache_is_set_aside_and_re_extracted(tmp_path):
     from gate.scoring.features import cached_features
 
-    cfg = score_cfg(tmp_path, [*QUICK, "encoder=resnet18_scratch"])
+    cfg = checked(tmp_path, [*QUICK, "encoder=resnet18_scratch"])
     first = cached_features(cfg, "train", 40, tmp_path / "cache", progress=False)
     assert not first.from_cache and first.path.is_file()
     first.path.write_bytes(first.path.read_bytes()[:100])  # killed while writing
@@ -179,7 +186,8 @@ def test_two_extractions_of_a_random_init_encoder_give_the_same_features(tmp_pat
     under one experiment id); without the cache, two extractions now agree."""
     from gate.scoring.features import cached_features
 
-    first, second = (cached_features(_scratch_cfg(tmp_path), "train", 40, None, progress=False) for _ in range(2))
+    config = checked(tmp_path, [*QUICK, "encoder=resnet18_scratch", "seed=0"])
+    first, second = (cached_features(config, "train", 40, None, progress=False) for _ in range(2))
     assert not first.from_cache and not second.from_cache
     assert torch.equal(first.labels, second.labels)
     assert torch.allclose(first.features, second.features, rtol=0, atol=1e-6)

@@ -200,12 +200,14 @@ def _fresh_copy(scored, tmp_path):
 
     from hydra import compose
 
+    from gate.engine.validate import parse_score
+
     root, _, pt = scored
     shutil.copytree(root / "cache", tmp_path / "cache")
     with composing():
         cfg = compose("score", overrides=[f"paths.root={tmp_path}", "dataset=digits", "encoder=resnet18_scratch",
                                           "max_samples=60", "progress_bar=false", "metrics=[logme]"])
-    return cfg, tmp_path / "cache" / pt.relative_to(root / "cache")
+    return parse_score(cfg).config, tmp_path / "cache" / pt.relative_to(root / "cache")  # as gate-score's stage takes it
 
 
 @pytest.mark.timeout(120)

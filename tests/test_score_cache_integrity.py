@@ -23,7 +23,10 @@ FEATURE_SCORES = sorted(k for k, m in SCORES.items() if m.needs == "features")
 
 
 def score_cfg(root, *overrides):
-    return compose_run(root, [*QUICK, *overrides], config_name="score")
+    """gate-score's config as its stage takes it: composed, checked and resolved once into plain data."""
+    from gate.engine.validate import parse_score
+
+    return parse_score(compose_run(root, [*QUICK, *overrides], config_name="score")).config
 
 
 def cache_path(root, cfg, split="train"):

@@ -3,9 +3,9 @@ then its split manifest), verifying it, and whether a benchmark can run here; an
 (:func:`parse_data`, :func:`run_data`: the command itself only composes and prints). ``gate-tier`` asks
 :func:`why_not_prepared` before it plans a benchmark.
 
-Every function takes the dataset section of a composed config (``cfg.dataset`` resolved to a plain mapping) or the
-composed config itself, and reports progress through ``echo`` (print-like), so nothing here writes to a terminal
-on its own.
+Every function takes a composed config as gate-data's parse left it, checked and resolved once into plain data
+(:func:`gate.engine.validate.validate_command_config`), or its dataset section, and reports progress through ``echo``
+(print-like), so nothing here writes to a terminal on its own.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 Echo = Callable[..., None]
 #: The status of a copy gate-data prepare could fetch: whether the hub or the URLs answer is not checked (listing
@@ -23,12 +23,7 @@ Echo = Callable[..., None]
 DOWNLOADABLE = "downloadable (needs network)"
 
 
-def _plain(cfg: DictConfig, key: str, default: Any = None) -> Any:
-    value = OmegaConf.select(cfg, key, default=default)
-    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
-
-
-def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
+def status_of(config: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
     """(status, facts) of a composed dataset: prepared / on disk (fetched by gate, or the user's own copy with no
     hashes) / incomplete download / damaged / packaged / downloadable (:data:`DOWNLOADABLE`) / needs credentials /
     needs registration / unavailable offline."""
@@ -36,22 +31,22 @@ def status_of(cfg: DictConfig) -> tuple[str, dict[str, Any]]:
     from gate.data.manifest import manifest_dir_of, manifest_path, recipe_of
     from gate.data.spec import spec_from_config
 
-    ds = cfg.dataset
-    source = _plain(cfg, "dataset.source") or {}
-    facts = {"key": ds.name, "group": ds.get("paper_group") or "", "adapter": cfg.adapter.get("name", "?"),
+    ds = config["dataset"]
+    source = ds.get("source") or {}
+    facts = {"key": ds["name"], "group": ds.get("paper_group") or "", "adapter": config["adapter"].get("name", "?"),
              "source": hub.source_label(source) if source else "packaged / generated offline",
              "access": source.get("access", "open"), "size": source.get("size", "small"),
              "schema": schema_status(source)}
     if not source:
         return "packaged (offline)", facts
-    spec = spec_from_config(_plain(cfg, "dataset"))  # torch-free: listing the datasets loads no model code
-    recipe = recipe_of(_plain(cfg, "dataset.splits"), spec.label_column)
-    manifest = manifest_path(manifest_dir_of(cfg), spec.name, recipe)
+    spec = spec_from_config(ds)  # torch-free: listing the datasets loads no model code
+    recipe = recipe_of(ds.get("splits"), spec.label_column)
+    manifest = manifest_path(manifest_dir_of(config), spec.name, recipe)
     state = hub.copy_state(ds.get("data_dir"))
     if state.state == "incomplete":
-        return f"incomplete download; rerun gate-data prepare dataset={ds.name}", facts
+        return f"incomplete download; rerun gate-data prepare dataset={ds['name']}", facts
     if state.state == "damaged":
-        return f"damaged (a fetched file is missing or resized); rerun gate-data prepare dataset={ds.name}", facts
+        return f"damaged (a fetched file is missing or resized); rerun gate-data prepare dataset={ds['name']}", facts
     if state.usable:
         status = "prepared" if manifest.is_file() else "on disk (no manifest yet)"
         if state.state == "user":
@@ -94,7 +89,7 @@ def why_not_prepared(dataset: Mapping[str, Any]) -> str | None:
             f"gate-data prepare dataset={name}")
 
 
-def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
+def prepare(config: Mapping[str, Any], echo: Echo = print) -> dict[str, int]:
     """Fetch the dataset's copy if needed (:func:`fetch_or_reuse`), then read it and write its split manifest;
     returns the split sizes."""
     from gate.data import hub
@@ -103,26 +98,27 @@ def prepare(cfg: DictConfig, echo: Echo = print) -> dict[str, int]:
 
     from .build import build_splits, manifest_dir_of
 
-    path_part(cfg.dataset.name, "dataset.name")  # its local copy: paths.data/<name> (conf/dataset_defaults/pool.yaml)
-    source = _plain(cfg, "dataset.source") or {}
+    dataset = config["dataset"]
+    name = path_part(dataset["name"], "dataset.name")  # its local copy: paths.data/<name> (conf/dataset_defaults/pool.yaml)
+    source = dataset.get("source") or {}
     problems = hub.source_problems(source) if source else []
     if problems:
-        raise ConfigError(f"dataset {cfg.dataset.name!r}: its source block is invalid: {'; '.join(problems)} "
+        raise ConfigError(f"dataset {name!r}: its source block is invalid: {'; '.join(problems)} "
                           f"(the schema: gate/data/hub.py)")
-    force = bool(cfg["force"])  # conf/data.yaml states it
-    data_dir = Path(str(cfg.dataset.get("data_dir") or ""))
+    force = bool(config["force"])  # conf/data.yaml states it
+    data_dir = Path(str(dataset.get("data_dir") or ""))
     if source:
-        fetch_or_reuse(cfg.dataset.name, source, data_dir, force, echo)
+        fetch_or_reuse(name, source, data_dir, force, echo)
     if force and source:  # force rebuilds what is derived from the copy, datasets' Arrow cache of it included
-        gone = hub.discard_parquet_cache(cfg.dataset.name, source, data_dir, _plain(cfg, "dataset.builder.cache_dir"))
+        gone = hub.discard_parquet_cache(name, source, data_dir, (dataset.get("builder") or {}).get("cache_dir"))
         if gone is not None:
-            echo(f"[gate] removed datasets' Arrow cache of {cfg.dataset.name} ({gone}): converting the parquet files "
-                 f"again", flush=True)
-    echo(f"[gate] reading {cfg.dataset.name} and writing its split manifest ...", flush=True)
-    where = manifest_dir_of(cfg)
-    splits = build_splits(cfg.dataset, seed=0, manifest_dir=where, force=force)
+            echo(f"[gate] removed datasets' Arrow cache of {name} ({gone}): converting the parquet files again",
+                 flush=True)
+    echo(f"[gate] reading {name} and writing its split manifest ...", flush=True)
+    where = manifest_dir_of(config)
+    splits = build_splits(dataset, seed=0, manifest_dir=where, force=force)
     sizes = {n: len(s) for n, s in splits.items()}
-    echo(f"[gate] {cfg.dataset.name}: " + ", ".join(f"{n} {k}" for n, k in sizes.items()))
+    echo(f"[gate] {name}: " + ", ".join(f"{n} {k}" for n, k in sizes.items()))
     if source:
         echo(f"[gate] data:      {data_dir}")
     echo(f"[gate] manifests: {where}")
@@ -151,20 +147,20 @@ def fetch_or_reuse(key: str, source: Mapping[str, Any], data_dir: Path, force: b
           f"({hub.human_size(sum(f['size'] for f in record.values()))}) in {data_dir / hub.SOURCE_FILE}", flush=True)
 
 
-def verify(cfg: DictConfig, echo: Echo = print) -> None:
+def verify(config: Mapping[str, Any], echo: Echo = print) -> None:
     """Re-hash the files prepare recorded (:func:`verify_hashes`), then check the split manifest against the data."""
     import hydra
 
     from gate.data.manifest import check_manifest, manifest_path, read_manifest, recipe_of, source_fingerprint
     from gate.errors import GateError
 
-    from .build import build_spec, manifest_dir_of, to_plain
+    from .build import build_spec, manifest_dir_of
 
-    dataset = to_plain(cfg.dataset)
+    dataset = config["dataset"]
     spec = build_spec(dataset)
     splits_cfg = dataset.get("splits") or {}
     recipe = recipe_of(splits_cfg, spec.label_column)
-    path = manifest_path(manifest_dir_of(cfg), spec.name, recipe)
+    path = manifest_path(manifest_dir_of(config), spec.name, recipe)
     if not path.is_file():
         raise GateError(f"dataset {spec.name!r} has no split manifest at {path}; run `gate-data prepare "
                         f"dataset={spec.name}` first")
@@ -219,11 +215,12 @@ def dataset_keys() -> list[str]:
 
 @dataclasses.dataclass(frozen=True)
 class DataCommand:
-    """A checked gate-data call: its action and its composed config (a dataset's, for prepare and verify); for list,
-    the datasets to show (every one when empty) and the overrides each is composed with."""
+    """A checked gate-data call: its action and, for prepare and verify, its composed config checked and resolved once
+    into plain data (a dataset's); for list, the datasets to show (every one when empty) and the overrides each is
+    composed with (each checked as it is composed)."""
 
     action: str
-    config: DictConfig
+    config: dict[str, Any] | None
     datasets: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
 
@@ -234,9 +231,8 @@ def parse_data(cfg: DictConfig, action: str, datasets: Sequence[str] = (), overr
     from gate.engine.validate import validate_command_config
     from gate.settings import DATA_COMMAND
 
-    if action != "list":
-        validate_command_config(cfg, DATA_COMMAND, "gate-data config")
-    return DataCommand(action, cfg, tuple(datasets), tuple(overrides))
+    config = validate_command_config(cfg, DATA_COMMAND, "gate-data config") if action != "list" else None
+    return DataCommand(action, config, tuple(datasets), tuple(overrides))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -273,11 +269,11 @@ def listing(keys: Sequence[str], overrides: Sequence[str]) -> list[str]:
     rows, data = [], None
     with hydra_compose_context():
         for key in keys:
-            cfg = compose("data", overrides=[*overrides, f"dataset={key}"])
-            validate_command_config(cfg, DATA_COMMAND, "gate-data config")
-            status, facts = status_of(cfg)
+            config = validate_command_config(compose("data", overrides=[*overrides, f"dataset={key}"]), DATA_COMMAND,
+                                             "gate-data config")
+            status, facts = status_of(config)
             rows.append({**facts, "status": status})
-            data = cfg.paths.data  # from a composed dataset: overrides of dataset.* keys need one
+            data = config["paths"]["data"]  # from a composed dataset: overrides of dataset.* keys need one
     cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     lines = ["  ".join(c.ljust(width[c]) for c in cols)]

@@ -38,7 +38,7 @@ from typing import Any
 
 import torch
 
-from ..engine.build import build_encoder, build_spec, build_splits, to_plain
+from ..engine.build import build_encoder, build_spec, build_splits
 from ..engine.training.checkpoints import is_complete_checkpoint
 from ..errors import GateError
 from ..files import atomic_torch_save, atomic_write_text, file_kind, open_regular, set_aside
@@ -68,11 +68,11 @@ class FeatureSet:
 
 
 def feature_cache_key(config: Mapping[str, Any], split: str, max_samples: int | None) -> dict[str, Any]:
-    """The plain-data description of a feature pass (what the cache is keyed by)."""
-    config = to_plain(config)
+    """The plain-data description of a feature pass (what the cache is keyed by), from gate-score's checked config
+    (plain data: :func:`gate.engine.validate.parse_score`)."""
     # "init": features cached before encoders were built seeded came from an unrecorded random initialisation
     # (for a scratch encoder); the marker keeps them from being reused.
-    key = {"encoder": to_plain(config["encoder"]), "dataset": to_plain(config["dataset"]), "split": split,
+    key = {"encoder": config["encoder"], "dataset": config["dataset"], "split": split,
            "seed": int(config["seed"]), "max_samples": None if max_samples is None else int(max_samples),
            "init": "seeded"}
     weights = _weights_stamp(key["encoder"])
@@ -165,8 +165,8 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
     """Features of ``config.encoder`` on split ``split`` of ``config.dataset`` (at most ``max_samples``,
     a seeded subsample), from the cache in ``cache_dir`` when present (``refresh=True`` re-extracts).
 
-    ``config`` needs ``encoder``, ``dataset`` and ``seed`` (e.g. a composed ``score.yaml``); ``cache_dir=None``
-    disables the cache.
+    ``config`` needs ``encoder``, ``dataset`` and ``seed``, as plain data: gate-score's checked config
+    (:func:`gate.engine.validate.parse_score`'s ``config``); ``cache_dir=None`` disables the cache.
     """
     import time
 
