@@ -90,6 +90,14 @@ def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run")
     return apply_values(copy.deepcopy(COMPOSED[key]), [f"paths.root={root}"])
 
 
+def resolved(section):
+    """A composed config (or a section of it) as plain data, resolved once: what gate's builders take (a command
+    resolves its config once, in its parse; a test that builds from a composition does it here)."""
+    from omegaconf import OmegaConf
+
+    return OmegaConf.to_container(section, resolve=True) if OmegaConf.is_config(section) else section
+
+
 def sigkill_once(module: str, args: list[str], runs_dir: Path, pattern: str, timeout: float) -> None:
     """Start ``python -m <module> <args>`` (GATE_DEBUG unset), wait until a file matching ``pattern`` appears
     under ``runs_dir`` (at most ``timeout`` s), then SIGKILL it: a run killed mid-way, as a cluster does. The file is

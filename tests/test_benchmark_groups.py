@@ -22,7 +22,7 @@ from gate.adapters.contrastive_metrics import RetrievalAccuracy
 from gate.engine.build import build_splits
 from gate.errors import GateError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 FIXTURES = all_fixtures()
 #: benchmark -> the column whose values must never straddle two splits (the group the split is carved by).
@@ -35,7 +35,7 @@ def _splits(key, tmp_path, extra=()):
     overrides = FIXTURES[key](copy)
     cfg = compose_run(tmp_path / "out", [f"dataset={key}", f"dataset.data_dir={copy}",
                                          *(f"{k}={v}" for k, v in overrides.items()), *extra])
-    return cfg, build_splits(cfg.dataset, seed=0)
+    return cfg, build_splits(resolved(cfg.dataset), seed=0)
 
 
 def _column(split, name):
@@ -201,10 +201,10 @@ def test_nycc_config_feeds_cartoon_groups_to_the_adapter(tmp_path):
     FIXTURES["nycc"](copy)
     cfg = compose_run(tmp_path / "out", ["dataset=nycc", f"dataset.data_dir={copy}", "image_size=32",
                                          "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=6"])
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert dict(spec.targets) == {"caption": "caption", "contest_number": "image_group"}
-    encoder = build_encoder(cfg.encoder)
-    adapter = build_adapter(cfg.adapter, encoder, spec)
+    encoder = build_encoder(resolved(cfg.encoder))
+    adapter = build_adapter(resolved(cfg.adapter), encoder, spec)
     datamodule = build_datamodule(cfg, encoder, adapter, spec)
     batch = datamodule.on_after_batch_transfer(next(iter(datamodule.val_dataloader())), 0)
     contests = torch.as_tensor(np.asarray(datamodule.splits["val"]["contest_number"]))

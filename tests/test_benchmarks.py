@@ -14,7 +14,7 @@ from benchmark_fixtures import all_fixtures
 from gate.data.manifest import SPLITS
 from gate.engine.build import build_spec, build_splits, manifest_dir_of
 
-from helpers import SMOKE, compose_run
+from helpers import SMOKE, compose_run, resolved
 
 FIXTURES = all_fixtures()
 # The smoke preset, one training batch of 4, whole (tiny) splits unless capped below, no checkpoint kept.
@@ -59,11 +59,11 @@ def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, 
     copy = tmp_path / "copy"
     extra = FIXTURES[key](copy)
     cfg = compose_run(tmp_path / "out", overrides(key, copy, extra))
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert spec.name == key and spec.task == cfg.dataset.task and dict(spec.targets) == dict(cfg.dataset.targets)
 
     where = manifest_dir_of(cfg)
-    splits = build_splits(cfg.dataset, seed=0, manifest_dir=where)
+    splits = build_splits(resolved(cfg.dataset), seed=0, manifest_dir=where)
     check_targets(spec, splits)
     files = sorted(where.glob(f"{key}-*.json"))
     assert len(files) == 1
@@ -73,10 +73,10 @@ def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, 
             if manifest["from"][a] == manifest["from"][b]:
                 assert not set(manifest[a]) & set(manifest[b])
     written = files[0].stat().st_mtime_ns
-    again = build_splits(cfg.dataset, seed=1, manifest_dir=where)  # another run seed: the same split, same file
+    again = build_splits(resolved(cfg.dataset), seed=1, manifest_dir=where)  # another run seed: the same split, same file
     assert files[0].stat().st_mtime_ns == written
     assert {n: len(s) for n, s in again.items()} == {n: len(s) for n, s in splits.items()}
-    fresh = build_splits(cfg.dataset, seed=0, manifest_dir=tmp_path / "elsewhere")  # recomputed: identical
+    fresh = build_splits(resolved(cfg.dataset), seed=0, manifest_dir=tmp_path / "elsewhere")  # recomputed: identical
     assert json.loads(next((tmp_path / "elsewhere").glob("*.json")).read_text()) == manifest
     assert {n: len(s) for n, s in fresh.items()} == {n: len(s) for n, s in splits.items()}
 
@@ -91,7 +91,7 @@ def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
     cfg = compose_run(tmp_path / "out", overrides(key, copy, extra))
     if cfg.dataset.task != "few_shot":  # evaluate on a few examples (few-shot episodes need whole classes)
         cfg.data.max_val_samples = cfg.data.max_test_samples = 8
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     result = run_finetune(cfg)
     assert not result.skipped
     assert f"{spec.tier_metric}" in result.metrics or any(k.startswith(spec.tier_metric) for k in result.metrics)

@@ -17,7 +17,7 @@ import gate.conf
 from gate.engine.build import build_spec, build_splits
 from gate.errors import DatasetUnavailable, GateError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 FIXTURES = {**segmentation.FIXTURES, **relational.FIXTURES, **volumes.FIXTURES, **video.FIXTURES}
 SEGMENTATION = sorted(segmentation.FIXTURES)
@@ -43,8 +43,8 @@ def _column(split, name):
 @pytest.mark.parametrize("key", IMAGE_KEYS)
 def test_loader_reads_the_local_copy_with_declared_targets(key, tmp_path):
     cfg = _config(key, tmp_path)
-    spec = build_spec(cfg.dataset)
-    splits = build_splits(cfg.dataset, seed=0)
+    spec = build_spec(resolved(cfg.dataset))
+    splits = build_splits(resolved(cfg.dataset), seed=0)
     assert set(splits) == {"train", "val", "test"} and all(len(s) > 0 for s in splits.values())
     for name, split in splits.items():
         assert spec.input_column in split.column_names
@@ -63,7 +63,7 @@ def test_loader_reads_the_local_copy_with_declared_targets(key, tmp_path):
     if key == "acdc":  # slices of one volume never straddle two splits
         volumes_of = {n: set(_column(s, "volume").tolist()) for n, s in splits.items()}
         assert not volumes_of["train"] & volumes_of["val"] and not volumes_of["train"] & volumes_of["test"]
-    again = build_splits(cfg.dataset, seed=0)  # deterministic: the same rows in the same splits
+    again = build_splits(resolved(cfg.dataset), seed=0)  # deterministic: the same rows in the same splits
     for name in splits:
         first, second = splits[name], again[name]
         column = spec.column("mask") if spec.task == "segmentation" else "question"

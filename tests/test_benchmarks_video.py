@@ -20,7 +20,7 @@ import gate.conf
 from gate.engine.build import build_splits
 from gate.errors import DatasetUnavailable, GateError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 KEYS = sorted(video.FIXTURES)
 
@@ -46,7 +46,7 @@ def splits_of(key: str, tmp_path: Path):
     extra = video.FIXTURES[key](copy)
     cfg = compose_run(tmp_path / "out", [f"dataset={key}", f"dataset.data_dir={copy}",
                                          *(f"{k}={v}" for k, v in extra.items())])
-    return build_splits(cfg.dataset, seed=0)
+    return build_splits(resolved(cfg.dataset), seed=0)
 
 
 # ------------------------------------------------------------------------------------------- frames

@@ -11,7 +11,7 @@ import pytest
 from gate.data.splits import cap_splits, cap_unit
 from gate.engine.build import build_spec, build_splits
 from tests.benchmark_fixtures import volumes
-from tests.helpers import compose_run
+from tests.helpers import compose_run, resolved
 
 
 def _column(split: datasets.Dataset, name: str) -> list:
@@ -57,10 +57,10 @@ def test_rows_without_groups_keep_the_seeded_shuffle_and_take():
 def test_capped_fmnist_volume_keeps_every_kept_volume_whole(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=fmnist_volume", "dataset.builder.train_volumes=12",
                                  "dataset.builder.val_volumes=4", "dataset.builder.test_volumes=9"])
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert cap_unit(spec.task, spec.targets, None, spec.label_column) == "volume"
-    full = build_splits(cfg.dataset, seed=0)
-    capped = build_splits(cfg.dataset, seed=0, max_samples={"train": 45, "test": 30})
+    full = build_splits(resolved(cfg.dataset), seed=0)
+    capped = build_splits(resolved(cfg.dataset), seed=0, max_samples={"train": 45, "test": 30})
     depth = int(cfg.dataset.builder.depth)
     for name, cap in (("train", 45), ("test", 30)):
         kept = Counter(_column(capped[name], "volume"))
@@ -80,11 +80,11 @@ def test_capped_acdc_keeps_whole_patients_both_frames(tmp_path):
     overrides = volumes.acdc(copy)
     cfg = compose_run(tmp_path, ["dataset=acdc", f"dataset.data_dir={copy}",
                                  *(f"{k}={v}" for k, v in overrides.items())])
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert cap_unit(spec.task, spec.targets, cfg.dataset.splits.group_column, spec.label_column) == "patient"
-    full = build_splits(cfg.dataset, seed=0)
+    full = build_splits(resolved(cfg.dataset), seed=0)
     per_patient = Counter(_column(full["train"], "patient"))
-    capped = build_splits(cfg.dataset, seed=0, max_samples={"train": 20})["train"]
+    capped = build_splits(resolved(cfg.dataset), seed=0, max_samples={"train": 20})["train"]
     kept = Counter(_column(capped, "patient"))
     assert all(kept[p] == per_patient[p] for p in kept), "a capped patient lost slices or a frame"
     assert abs(len(capped) - 20) <= max(per_patient.values()) / 2
@@ -97,9 +97,9 @@ def test_capped_acdc_keeps_whole_patients_both_frames(tmp_path):
 def test_capped_few_shot_split_keeps_whole_classes(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=fmnist_fewshot", "dataset.builder.train_per_class=20",
                                  "dataset.builder.val_per_class=10", "dataset.builder.test_per_class=12"])
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert cap_unit(spec.task, spec.targets, None, spec.label_column) == "label"
-    capped = build_splits(cfg.dataset, seed=0, max_samples={"train": 50, "test": 40})
+    capped = build_splits(resolved(cfg.dataset), seed=0, max_samples={"train": 50, "test": 40})
     assert set(Counter(_column(capped["train"], "label")).values()) == {20}
     assert len(capped["train"]) in (40, 60)  # 2.5 classes asked: 2 or 3 whole ones
     assert set(Counter(_column(capped["test"], "label")).values()) == {12}

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from gate.encoders import GATEEncoder
 from gate.engine.build import build_encoder, build_spec, instantiate_component
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 GROUPS = ("encoder", "dataset", "adapter", "recipe", "trainer", "logger", "paths", "preset")
 
@@ -51,7 +51,7 @@ def runs_offline(name):
 @pytest.mark.parametrize("name", [n for n in options("encoder") if runs_offline(n)])
 def test_encoders_instantiate_and_honour_the_contract(tmp_path, name):
     cfg = compose_run(tmp_path, [f"encoder={name}", "image_size=32"])
-    encoder = build_encoder(cfg.encoder)
+    encoder = build_encoder(resolved(cfg.encoder))
     assert isinstance(encoder, GATEEncoder) and encoder.modalities and encoder.feature_dim > 0
     modality = sorted(encoder.modalities)[0]
     raw = {"text": "a short news story", "audio": torch.randn(8000).numpy()}.get(
@@ -83,7 +83,7 @@ def test_recipe_learning_rates_follow_the_paper(tmp_path):
 
 @pytest.mark.parametrize("name", options("dataset"))
 def test_dataset_specs(tmp_path, name):
-    spec = build_spec(compose_run(tmp_path, [f"dataset={name}"]).dataset)
+    spec = build_spec(resolved(compose_run(tmp_path, [f"dataset={name}"]).dataset))
     from gate.families import family
 
     fam = family(spec.task)
@@ -106,7 +106,7 @@ def test_analysis_reads_each_dataset_config_as_the_engine_composes_it(run_of_eac
 
     for name, cfg in run_of_each_dataset.items():
         path = resources.files("gate.conf").joinpath("dataset", f"{name}.yaml")
-        assert load_dataset_spec(path) == build_spec(cfg.dataset), name
+        assert load_dataset_spec(path) == build_spec(resolved(cfg.dataset)), name
 
 
 # The keys every pool benchmark (a dataset with a `source:`) used to repeat, now composed from conf/dataset_defaults.
@@ -153,7 +153,7 @@ def test_pool_datasets_compose_the_builder_arguments_they_always_had(run_of_each
 @pytest.mark.parametrize("name", options("logger"))
 def test_loggers_instantiate_offline(tmp_path, name):
     cfg = compose_run(tmp_path, [f"logger={name}"])
-    logger = instantiate_component(cfg.logger, name="t")
+    logger = instantiate_component(resolved(cfg.logger), name="t")
     assert logger is not None
     if name == "wandb":
         assert cfg.logger.mode == "offline"

@@ -34,7 +34,7 @@ from gate.engine.build import build_spec, instantiate_component
 from gate.engine.validate import validate_run_config
 from gate.errors import ConfigError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 NAMES = [f"{d}_acc@{k}" for d in ("img2txt", "txt2img") for k in (1, 5)]
 
@@ -220,7 +220,7 @@ def make_adapter(tmp_path_factory):
     """The configured adapter (packaged MiniLM text tower) for a 16-wide image feature, without an image encoder."""
     def make(overrides=()):
         cfg = compose_run(tmp_path_factory.mktemp("adapter"), ["dataset=fmnist_pairs", *overrides])
-        return instantiate_component(cfg.adapter, _partial_=True)(feature_dim=16, spec=build_spec(cfg.dataset))
+        return instantiate_component(resolved(cfg.adapter), _partial_=True)(feature_dim=16, spec=build_spec(resolved(cfg.dataset)))
     return make
 
 
@@ -251,7 +251,7 @@ def test_a_test_split_of_k_rows_or_fewer_leaves_acc_at_k_out(make_adapter, tmp_p
     import datasets
 
     adapter = make_adapter(["adapter.retrieval_candidates=8"])
-    spec = build_spec(compose_run(tmp_path, ["dataset=fmnist_pairs"]).dataset)
+    spec = build_spec(resolved(compose_run(tmp_path, ["dataset=fmnist_pairs"]).dataset))
     split = datasets.Dataset.from_dict({"image": [[[0]]] * 5, "caption": [f"a bag left of a coat {i}" for i in range(5)]})
     with pytest.warns(UserWarning, match=r"the test split has 5 rows.*so img2txt_acc@\[5\], txt2img_acc@\[5\] .*not "
                                          r"recorded"):
@@ -267,11 +267,11 @@ def test_a_test_split_whose_groups_hold_k_images_or_fewer_leaves_txt2img_acc_at_
     import datasets
 
     cfg = compose_run(tmp_path, ["dataset=nycc", "adapter.retrieval_candidates=8"])
-    adapter = instantiate_component(cfg.adapter, _partial_=True)(feature_dim=16, spec=build_spec(cfg.dataset))
+    adapter = instantiate_component(resolved(cfg.adapter), _partial_=True)(feature_dim=16, spec=build_spec(resolved(cfg.dataset)))
     split = datasets.Dataset.from_dict({"image": [[[0]]] * 6, "caption": [f"caption {i}" for i in range(6)],
                                         "contest_number": [7, 7, 8, 8, 9, 9]})
     with pytest.warns(UserWarning, match=r"as few as 6 distinct captions and 3 distinct images, so txt2img_acc@\[5\] "):
-        adapter.check_split(build_spec(cfg.dataset), "test", split)
+        adapter.check_split(build_spec(resolved(cfg.dataset)), "test", split)
     assert set(adapter.make_metrics()) == {"img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1"}
 
 
@@ -324,9 +324,9 @@ def test_a_random_model_at_eval_batch_1_is_scored_among_64_candidates(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         validate_run_config(cfg)
-        encoder = build_encoder(cfg.encoder, seed=0)
-        spec = build_spec(cfg.dataset)
-        adapter = build_adapter(cfg.adapter, encoder, spec)
+        encoder = build_encoder(resolved(cfg.encoder), seed=0)
+        spec = build_spec(resolved(cfg.dataset))
+        adapter = build_adapter(resolved(cfg.adapter), encoder, spec)
         datamodule = build_datamodule(cfg, encoder, adapter, spec)
         model = GATEModel(encoder, adapter, optimizer=lambda params: torch.optim.SGD(params, lr=0.0))
         trainer = L.Trainer(accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False,

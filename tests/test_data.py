@@ -7,15 +7,15 @@ from gate.data import DatasetSpec, GATEDataModule, check_split, sources
 from gate.data.splits import labels_of
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec, build_splits
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 
 def test_digits_splits_are_deterministic_disjoint_and_complete(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits"])
-    a = build_splits(cfg.dataset, seed=0)
-    b = build_splits(cfg.dataset, seed=0)
-    c = build_splits(cfg.dataset, seed=1)  # another run seed: the same split (dataset.splits.seed decides it)
-    d = build_splits(compose_run(tmp_path, ["dataset=digits", "+dataset.splits.seed=1"]).dataset, seed=0)
+    a = build_splits(resolved(cfg.dataset), seed=0)
+    b = build_splits(resolved(cfg.dataset), seed=0)
+    c = build_splits(resolved(cfg.dataset), seed=1)  # another run seed: the same split (dataset.splits.seed decides it)
+    d = build_splits(resolved(compose_run(tmp_path, ["dataset=digits", "+dataset.splits.seed=1"]).dataset), seed=0)
     assert sum(len(s) for s in a.values()) == 1797
     for name in ("train", "val", "test"):
         assert a[name]["image"] == b[name]["image"] == c[name]["image"]
@@ -73,16 +73,16 @@ def test_datamodule_refuses_bad_labels(tmp_path):
 
 def test_text_encoder_on_image_dataset_names_both(tmp_path):
     cfg = compose_run(tmp_path, ["encoder=minilm", "dataset=digits"])
-    encoder = build_encoder(cfg.encoder)
+    encoder = build_encoder(resolved(cfg.encoder))
     with pytest.raises(ValueError, match=r"HFTextEncoder accepts \['text'\].*'digits' is image"):
         build_datamodule(cfg, encoder, LinearClassifier(feature_dim=encoder.feature_dim, num_classes=10),
-                         build_spec(cfg.dataset))
+                         build_spec(resolved(cfg.dataset)))
 
 
 def test_datamodule_batches(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=digits", "image_size=32", "data.batch_size=16"])
-    encoder = build_encoder(cfg.encoder)
-    spec = build_spec(cfg.dataset)
-    dm = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, spec), spec)
+    encoder = build_encoder(resolved(cfg.encoder))
+    spec = build_spec(resolved(cfg.dataset))
+    dm = build_datamodule(cfg, encoder, build_adapter(resolved(cfg.adapter), encoder, spec), spec)
     batch = dm.on_after_batch_transfer(next(iter(dm.train_dataloader())), 0)
     assert batch["image"].shape == (16, 3, 32, 32) and batch["label"].shape == (16,)

@@ -18,6 +18,8 @@ from torchvision import transforms as T
 
 from gate.encoders.base import FramesTransform, ImageTransform, frames_transform, image_transform, to_pil_rgb
 
+from helpers import resolved
+
 MEAN, STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 ONE_LEVEL = 1.0 / 255 / min(STD) + 1e-6
 
@@ -93,9 +95,9 @@ def test_masks_and_other_targets_cross_untouched(tmp_path):
 
     cfg = compose_run(tmp_path, ["dataset=fmnist_seg", *TINY_ENCODER, "image_size=32",
                                  "data.batch_size=4"])
-    encoder = build_encoder(cfg.encoder, "image", seed=0)
-    spec = build_spec(cfg.dataset)
-    module = build_datamodule(cfg, encoder, build_adapter(cfg.adapter, encoder, spec), spec)
+    encoder = build_encoder(resolved(cfg.encoder), "image", seed=0)
+    spec = build_spec(resolved(cfg.dataset))
+    module = build_datamodule(cfg, encoder, build_adapter(resolved(cfg.adapter), encoder, spec), spec)
     batch = next(iter(module.split_dataloader("val")))
     raw = np.stack([np.asarray(module.splits["val"][i][spec.column("mask")]) for i in range(len(batch["mask"]))])
     assert batch["image"].dtype == torch.uint8

@@ -10,7 +10,7 @@ import yaml
 
 from gate.encoders import HFCLIPTextTower, HFTextEncoder, HFVisionEncoder, WeightsUnavailable, WhisperEncoder
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 POOL = ["convnextv2_base", "vit_base_patch16", "deit3_base", "flexivit_base", "dino_vitb16", "dinov2_vitb14",
         "sam_vitb", "efficientnetv2_rw_s", "resnet50_a1", "resnext50_32x4d", "efficientformerv2",
@@ -52,7 +52,7 @@ def test_hub_encoders_fail_fast_offline_with_a_way_out(tmp_path, name, monkeypat
     monkeypatch.setattr(constants, "ENDPOINT", "https://127.0.0.1:9")
     start = time.perf_counter()
     with pytest.raises(WeightsUnavailable, match=r"not in the local Hugging Face cache.*checkpoint_path.*HF_HOME") as err:
-        build_encoder(cfg.encoder)
+        build_encoder(resolved(cfg.encoder))
     assert str(err.value).startswith({"siglip_vitb16": "siglip image tower", "clip_vitb16": "clip image tower",
                                       "laion_clip_vitb16": "clip image tower"}.get(name, ""))
     assert time.perf_counter() - start < 10
@@ -63,7 +63,7 @@ def test_timm_pool_fails_fast_offline_too(tmp_path):
 
     start = time.perf_counter()
     with pytest.raises(WeightsUnavailable, match="timm/vit_base_patch16_224.augreg_in21k_ft_in1k"):
-        build_encoder(compose_run(tmp_path, ["encoder=vit_base_patch16"]).encoder)
+        build_encoder(resolved(compose_run(tmp_path, ["encoder=vit_base_patch16"]).encoder))
     assert time.perf_counter() - start < 10
 
 

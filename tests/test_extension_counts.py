@@ -145,10 +145,12 @@ def test_an_encoder_and_a_dataset_with_the_tables_files(own, tmp_path):
     _write(conf / "dataset" / "toy_digits.yaml", TOY_DIGITS)
     assert len(set(written(conf, pkg)) - before) == counts["a dataset a packaged loader reads"]
 
+    from helpers import resolved
+
     cfg = _compose(tmp_path, conf, ["encoder=toy_resnet", "dataset=toy_digits"])
     validate_run_config(cfg)
-    assert build_encoder(cfg.encoder).feature_dim > 0
-    splits = build_splits(cfg.dataset, seed=0)
+    assert build_encoder(resolved(cfg.encoder)).feature_dim > 0
+    splits = build_splits(resolved(cfg.dataset), seed=0)
     assert sum(len(s) for s in splits.values()) == 1797 and len(splits["test"]) == pytest.approx(0.3 * 1797, abs=2)
 
     before = set(written(conf, pkg))

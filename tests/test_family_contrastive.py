@@ -14,7 +14,7 @@ from gate.data.standins.pairs import fmnist_pairs
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import call_cli, compose_run
+from helpers import call_cli, compose_run, resolved
 
 TINY = ["dataset=fmnist_pairs", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
@@ -25,9 +25,9 @@ METRICS = {"img2txt_acc@1", "img2txt_acc@5", "txt2img_acc@1", "txt2img_acc@5"}
 def built(tmp_path_factory):
     """efficientnet_lite0 (32 px), the adapter with the packaged MiniLM text tower, and the tiny stand-in."""
     cfg = compose_run(tmp_path_factory.mktemp("pairs"), TINY)
-    encoder = build_encoder(cfg.encoder)
-    spec = build_spec(cfg.dataset)
-    adapter = build_adapter(cfg.adapter, encoder, spec)
+    encoder = build_encoder(resolved(cfg.encoder))
+    spec = build_spec(resolved(cfg.dataset))
+    adapter = build_adapter(resolved(cfg.adapter), encoder, spec)
     return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter, spec)
 
 

@@ -14,7 +14,7 @@ from gate.data.standins.relational import ANSWER_TYPES, fmnist_relational
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import SMOKE, call_cli, compose_run
+from helpers import SMOKE, call_cli, compose_run, resolved
 
 TINY = ["dataset=fmnist_relational", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=12", "data.eval_batch_size=12"]
@@ -32,9 +32,9 @@ def spec(answer_types=None) -> DatasetSpec:
 def built(tmp_path_factory):
     """efficientnet_lite0 (32 px), the relational adapter and the tiny stand-in."""
     cfg = compose_run(tmp_path_factory.mktemp("relational"), TINY)
-    encoder = build_encoder(cfg.encoder)
-    dataset_spec = build_spec(cfg.dataset)
-    adapter = build_adapter(cfg.adapter, encoder, dataset_spec)
+    encoder = build_encoder(resolved(cfg.encoder))
+    dataset_spec = build_spec(resolved(cfg.dataset))
+    adapter = build_adapter(resolved(cfg.adapter), encoder, dataset_spec)
     return cfg, encoder, dataset_spec, adapter, build_datamodule(cfg, encoder, adapter, dataset_spec)
 
 

@@ -16,7 +16,7 @@ from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import SMOKE, call_cli, compose_run
+from helpers import SMOKE, call_cli, compose_run, resolved
 
 TINY = ["image_size=32", "dataset.builder.train_size=16", "dataset.builder.val_size=8", "dataset.builder.test_size=8",
         "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=4", "adapter.width=16", "adapter.heads=2",
@@ -46,9 +46,9 @@ def computed(adapter, predictions, target):
 def built(request, tmp_path_factory):
     """efficientnet_lite0 (32 px), the dataset's default temporal adapter and the tiny stand-in."""
     cfg = compose_run(tmp_path_factory.mktemp("temporal"), [f"dataset={request.param}", *TINY])
-    encoder = build_encoder(cfg.encoder)
-    spec = build_spec(cfg.dataset)
-    adapter = build_adapter(cfg.adapter, encoder, spec)
+    encoder = build_encoder(resolved(cfg.encoder))
+    spec = build_spec(resolved(cfg.dataset))
+    adapter = build_adapter(resolved(cfg.adapter), encoder, spec)
     return cfg, encoder, spec, adapter, build_datamodule(cfg, encoder, adapter, spec)
 
 

@@ -26,7 +26,7 @@ from gate.engine.build import build_adapter, build_spec, build_splits, manifest_
 from gate.engine.validate import resolved_config
 from gate.errors import GateError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 TRAIN = ["image_size=32", "logger=csv", "trainer.max_steps=2", "trainer.val_check_interval=2",
          "trainer.enable_progress_bar=false", "ensembles=[1]", "keep_checkpoints=none", "data.batch_size=4",
@@ -47,9 +47,9 @@ def test_happywhale_loads_its_five_columns_and_records_both_heads_under_qualifie
     from gate.engine.training.finetune import run_finetune
 
     cfg = fixture_cfg(tmp_path, "happywhale", cls_fixtures.happywhale)
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert dict(spec.heads) == {"individual": 6, "species": 30} and spec.label_column == "individual"
-    splits = build_splits(cfg.dataset, seed=0)
+    splits = build_splits(resolved(cfg.dataset), seed=0)
     assert {"individual", "species"} <= set(splits["train"].column_names)
     # GATE's ids are kept as they are (the fixture's individual ids are 0..5, species ids 0..2)
     assert sorted(set(splits["train"]["individual"])) == list(range(6))
@@ -158,7 +158,7 @@ def test_omniglot_class_carve_is_recorded_in_the_manifest_and_checked(tmp_path):
 
 def test_omniglot_full_split_loads_and_is_carved_by_class_through_the_config(tmp_path):
     cfg = fixture_cfg(tmp_path, "omniglot", fs_fixtures.omniglot)
-    splits = build_splits(cfg.dataset, seed=0, manifest_dir=manifest_dir_of(cfg))
+    splits = build_splits(resolved(cfg.dataset), seed=0, manifest_dir=manifest_dir_of(cfg))
     classes = {s: set(splits[s]["label"]) for s in ("train", "val", "test")}
     assert classes == {"train": {0, 1, 2, 3}, "val": {4, 5, 6}, "test": {7, 8, 9}}
     (path,) = manifest_dir_of(cfg).glob("omniglot-*.json")
@@ -170,7 +170,7 @@ def test_omniglot_full_split_loads_and_is_carved_by_class_through_the_config(tmp
 # ------------------------------------------------------------------------------------ learn2learn numbering
 def test_a_learn2learn_numbered_copy_loads_with_class_ids_unique_across_splits(tmp_path):
     cfg = fixture_cfg(tmp_path, "mini_imagenet", fs_fixtures.learn2learn_splits)
-    splits = build_splits(cfg.dataset, seed=0)
+    splits = build_splits(resolved(cfg.dataset), seed=0)
     classes = {s: set(splits[s]["label"]) for s in ("train", "val", "test")}
     assert classes == {"train": {0, 1, 2, 3}, "val": {4, 5, 6}, "test": {7, 8, 9}}
     names = splits["train"].features["label"].names
@@ -230,13 +230,13 @@ def test_paper_tier_expansion_keeps_600_evaluation_episodes(tmp_path):
 
 def test_gates_support_budget_and_adaptive_queries_reach_the_episodes(tmp_path):
     cfg = compose_run(tmp_path, ["dataset=cubirds"])
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
 
     class Encoder:
         feature_dim = 8
         provides = {"features"}
 
-    adapter = build_adapter(cfg.adapter, Encoder(), spec)
+    adapter = build_adapter(resolved(cfg.adapter), Encoder(), spec)
     assert isinstance(adapter, ProtoNet) and adapter.max_support == 250 and adapter.adaptive_queries
     labels = np.concatenate([np.full(60, c) for c in range(45)] + [np.full(3, 45), np.full(6, 46)])
     sampler = adapter._sampler(labels, "test")

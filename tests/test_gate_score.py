@@ -13,7 +13,7 @@ from gate.scoring.features import extract_features, feature_cache_key, feature_c
 from gate.scoring.stage import _all_done, run_score
 from gate.transferability import SCORES
 
-from helpers import call_cli, compose_run
+from helpers import call_cli, compose_run, resolved
 
 FEATURE_SCORES = {k for k, m in SCORES.items() if m.needs == "features"}
 QUICK = ["dataset=digits", "max_samples=150", "image_size=32", "progress_bar=false"]
@@ -170,14 +170,14 @@ def test_a_random_init_encoder_is_built_from_the_experiments_seed_without_touchi
 
     cfg = _scratch_cfg(tmp_path)
     state = torch.get_rng_state()
-    a, b = (build_encoder(cfg.encoder, "image", seed=0).state_dict() for _ in range(2))
+    a, b = (build_encoder(resolved(cfg.encoder), "image", seed=0).state_dict() for _ in range(2))
     assert torch.equal(torch.get_rng_state(), state)  # scoped: nothing leaks into the process
     assert all(torch.equal(a[k], b[k]) for k in a)
-    other = build_encoder(cfg.encoder, "image", seed=1).state_dict()
+    other = build_encoder(resolved(cfg.encoder), "image", seed=1).state_dict()
     assert not all(torch.equal(a[k], other[k]) for k in a)
     # Fine-tuning seeds the process (seed_everything) right before building: the very same initial weights.
     L.seed_everything(0, verbose=False)
-    finetune = build_encoder(cfg.encoder, "image").state_dict()
+    finetune = build_encoder(resolved(cfg.encoder), "image").state_dict()
     assert all(torch.equal(a[k], finetune[k]) for k in a)
 
 

@@ -19,7 +19,7 @@ from gate.data import hub
 from gate.engine.build import build_splits
 from gate.errors import DatasetUnavailable, GateError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 POOL = Path(__file__).resolve().parents[1] / "experiments" / "gate_paper" / "gate_pool.csv"
 KEYS = [row["key"] for row in csv.DictReader(POOL.open())]
@@ -108,7 +108,7 @@ def test_prepare_offline_without_a_copy_is_one_line(key, tmp_path, capsys, monke
 def test_a_missing_copy_says_what_to_download_from_where_and_where_to_put_it(key, tmp_path):
     cfg = compose_run(tmp_path, [f"dataset={key}"])
     with pytest.raises(Exception) as err:  # noqa: B017 - Hydra wraps it; the CLI shows the cause (describe)
-        build_splits(cfg.dataset, seed=0)
+        build_splits(resolved(cfg.dataset), seed=0)
     assert isinstance(err.value.__cause__, DatasetUnavailable)
     message, source = describe(err.value), config(key)["source"]
     where = source.get("repo_id") or source.get("slug") or (source.get("urls") or [{}])[0].get("url") or source["homepage"]

@@ -9,7 +9,7 @@ from gate.engine.build import build_encoder
 from gate.engine.validate import validate_run_config
 from gate.errors import ConfigError
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 
 def tiny_bert():
@@ -125,11 +125,11 @@ def test_config_builds_a_stem_for_images_only(tmp_path):
     cfg = compose_run(tmp_path, ["encoder=minilm", "dataset=fashion_mnist", "image_size=32",
                                  "encoder.stem.patch_size=8", "encoder.stem.freeze_body=false"])
     validate_run_config(cfg)
-    encoder = build_encoder(cfg.encoder, "image")
+    encoder = build_encoder(resolved(cfg.encoder), "image")
     assert isinstance(encoder, StemmedEncoder) and encoder.image_size == 32 and encoder.stem.patch_size == 8
     assert not encoder.freeze_body and encoder.output_dims()["grids"] == [(4, 4)]
-    assert isinstance(build_encoder(cfg.encoder, "text"), HFTextEncoder)  # text needs no stem
-    assert isinstance(build_encoder(cfg.encoder), HFTextEncoder)
+    assert isinstance(build_encoder(resolved(cfg.encoder), "text"), HFTextEncoder)  # text needs no stem
+    assert isinstance(build_encoder(resolved(cfg.encoder)), HFTextEncoder)
 
 
 def test_validation_accepts_stemmable_pairs_and_names_impossible_ones(tmp_path):

@@ -18,6 +18,8 @@ import pytest
 
 from gate.families import TaskFamily, families, family, register_family, unregister_family
 
+from helpers import resolved
+
 ROOT = Path(__file__).resolve().parents[1]
 
 TOY_ADAPTER = """\
@@ -75,7 +77,7 @@ def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_p
     from gate.results import ResultsStore
 
     cfg = _compose(tmp_path / "out", toy)
-    spec = build_spec(cfg.dataset)
+    spec = build_spec(resolved(cfg.dataset))
     assert spec.task == "toy_brightness" and spec.paper_group == "Toy Reg"  # the family's summary label by default
     assert "brightness" in TARGET_KINDS  # the kind the family brought
     result = run_finetune(cfg)

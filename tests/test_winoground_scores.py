@@ -18,7 +18,7 @@ from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.metrics import lookup
 
-from helpers import compose_run
+from helpers import compose_run, resolved
 
 # Four examples, rows (2e, 2e+1) = (image a, caption a), (image b, caption b). s(i, c) = logits[i, c].
 #   e0: s(a,a)=3 s(a,b)=1 s(b,a)=0 s(b,b)=2 -> text 3>1, 2>0 yes; image 3>0, 2>1 yes; group yes
@@ -71,7 +71,7 @@ def test_winoground_metrics_are_registered_and_the_tier_metric(tmp_path):
     for name in ("winoground_text", "winoground_image", "winoground_group"):
         info = lookup(name)
         assert info.higher_is_better and (info.low, info.high) == (0.0, 1.0) and "Thrush" in info.citation
-    dataset = compose_run(tmp_path, ["dataset=winoground"]).dataset
+    dataset = resolved(compose_run(tmp_path, ["dataset=winoground"]).dataset)
     spec = build_spec(dataset)
     assert dict(spec.targets) == {"caption": "caption", "id": "contrast_pair"}
     assert spec.tier_metric == "winoground_text" and spec.tier_metric in spec.metrics
@@ -88,9 +88,9 @@ def winoground_copy(tmp_path_factory):
 def _built(root, copy, extra=()):
     cfg = compose_run(root, ["dataset=winoground", f"dataset.data_dir={copy}", "image_size=32", "data.batch_size=4",
                              "data.eval_batch_size=8", "adapter.retrieval_candidates=4", "adapter.top_k=[1]", *extra])
-    encoder = build_encoder(cfg.encoder, seed=0)
-    spec = build_spec(cfg.dataset)
-    adapter = build_adapter(cfg.adapter, encoder, spec)
+    encoder = build_encoder(resolved(cfg.encoder), seed=0)
+    spec = build_spec(resolved(cfg.dataset))
+    adapter = build_adapter(resolved(cfg.adapter), encoder, spec)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # splits smaller than the candidate count
         return encoder, adapter, build_datamodule(cfg, encoder, adapter, spec)

@@ -13,7 +13,7 @@ from typing import Any
 
 import hydra
 import hydra.errors
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from ..adapters.base import Adapter
 from ..data.datamodule import GATEDataModule
@@ -28,16 +28,21 @@ from ..parallel import requested_world_size
 from ..settings import ADAPTER_FACTS, ENCODER_FACTS, META_KEYS
 
 
-def to_plain(cfg: Any) -> Any:
-    """A DictConfig/ListConfig as resolved plain containers; anything else unchanged."""
-    if isinstance(cfg, (DictConfig,)) or OmegaConf.is_config(cfg):
-        return OmegaConf.to_container(cfg, resolve=True)
-    return cfg
+def plain_section(section: Mapping[str, Any], what: str) -> Mapping[str, Any]:
+    """``section`` as every builder here takes it: plain data, a section of the config its command parsed once
+    (:func:`gate.engine.validate.parse_run`'s ``config``). A composed DictConfig is refused in one line rather than
+    resolved again at each hop: resolve it once where it is composed."""
+    if OmegaConf.is_config(section):
+        raise TypeError(f"{what} takes plain data (a section of a checked config), got a composed "
+                        f"{type(section).__name__}: resolve the config once where it is composed "
+                        f"(gate.engine.validate.parse_run(cfg).config, or OmegaConf.to_container(cfg, resolve=True))")
+    return section
 
 
 def instantiate_component(section: Mapping[str, Any], **extra: Any) -> Any:
-    """``hydra.utils.instantiate`` of a config section minus its metadata keys."""
-    plain = {k: v for k, v in to_plain(section).items() if k == "_target_" or k not in (*META_KEYS, *ENCODER_FACTS, *ADAPTER_FACTS)}
+    """``hydra.utils.instantiate`` of a config section (plain data) minus its metadata keys."""
+    plain = {k: v for k, v in plain_section(section, "instantiate_component").items()
+             if k == "_target_" or k not in (*META_KEYS, *ENCODER_FACTS, *ADAPTER_FACTS)}
     if "_target_" not in plain:
         raise ValueError(f"config section {section.get('name', '?')!r} has no _target_ to instantiate")
     return hydra.utils.instantiate(plain, **extra, _convert_="all")
@@ -64,7 +69,7 @@ def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None, s
 def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATEEncoder:
     from ..encoders.stems import needs_stem, stem_encoder
 
-    plain = dict(to_plain(encoder_cfg))
+    plain = dict(plain_section(encoder_cfg, "build_encoder"))
     stem_cfg = plain.pop("stem", None)
     try:
         encoder = instantiate_component(plain)
@@ -81,8 +86,8 @@ def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATE
 
 
 def build_spec(dataset_cfg: Mapping[str, Any]) -> DatasetSpec:
-    """The spec of a composed ``dataset`` section (:func:`gate.data.spec.spec_from_config`, the one reader)."""
-    return spec_from_config(to_plain(dataset_cfg))
+    """The spec of a ``dataset`` section (plain data; :func:`gate.data.spec.spec_from_config`, the one reader)."""
+    return spec_from_config(plain_section(dataset_cfg, "build_spec"))
 
 
 def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping[str, int | None] | None = None,
@@ -91,7 +96,7 @@ def build_splits(dataset_cfg: Mapping[str, Any], seed: int, max_samples: Mapping
     (computed once from ``dataset.splits.seed`` and kept in ``manifest_dir``; in memory when None), then the
     caps of ``max_samples`` (the train cap seeded by the run ``seed``; whole groups of :func:`cap_unit`'s column).
     ``spec``: the dataset's spec where the caller has it (built here when not given)."""
-    cfg = to_plain(dataset_cfg)
+    cfg = plain_section(dataset_cfg, "build_splits")
     return dataset_splits(spec if spec is not None else build_spec(cfg), cfg, seed, max_samples, manifest_dir, force)
 
 
@@ -134,7 +139,7 @@ def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: Da
     """The adapter of ``adapter_cfg`` for this encoder and dataset. Its constructor receives, by parameter name,
     what it asks for: ``feature_dim``, ``token_dim``, ``level_dims`` (the encoder's widths), ``spec`` (the
     dataset's task spec)."""
-    target = to_plain(adapter_cfg).get("_target_")
+    target = plain_section(adapter_cfg, "build_adapter").get("_target_")
     params = inspect.signature(hydra.utils.get_class(target)).parameters if isinstance(target, str) else {}
     offered: dict[str, Any] = {"feature_dim": encoder.feature_dim, "spec": spec}
     if {"token_dim", "level_dims"} & set(params):
