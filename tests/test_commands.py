@@ -7,7 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from helpers import SMOKE, TINY_ENCODER, call_cli
+import pytest
+
+from helpers import SMOKE, TINY_ENCODER, call_cli, compose_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -106,3 +108,17 @@ def test_help_names_the_command_not_the_wrapper_module(capsys):
     for main, prog in ((run.main, "gate-run"), (data.main, "gate-data")):
         out = call_cli(main, ["--help"], capsys, prog=prog)
         assert out.returncode == 0 and out.stdout.startswith(f"{prog} is powered by Hydra."), out.stdout[:200]
+
+
+def test_the_builders_take_the_plain_config_a_parse_resolved_once(tmp_path):
+    """engine/build.py resolved any composed section handed to it, at every call (to_plain, ≈ 10 times a run on data
+    already plain): now a command's parse resolves its config once and the builders refuse a composed one in one line
+    naming where to resolve it."""
+    from gate.engine.build import build_spec
+    from gate.engine.validate import parse_run
+
+    cfg = compose_run(tmp_path, ["dataset=digits"])
+    with pytest.raises(TypeError, match=r"build_spec takes plain data .* got a composed DictConfig: resolve the config "
+                                        r"once where it is composed \(gate.engine.validate.parse_run\(cfg\).config"):
+        build_spec(cfg.dataset)
+    assert build_spec(parse_run(cfg).config["dataset"]).name == "digits"
