@@ -110,8 +110,8 @@ def read_config_yaml(path: str | os.PathLike) -> object:
     """A config YAML file as plain data (interpolations left as written), read by OmegaConf's rules — its loader's
     resolvers (``1e-3`` a float, no timestamps) and its refusal of a duplicate key — but with libyaml's parser where
     PyYAML has one: the same data as ``OmegaConf.to_container(OmegaConf.load(path))``, ≈ 15× sooner (the 42 dataset
-    configs: 0.36 → 0.02 s), which gate-analysis and every tier expansion pay when they read them. YAML errors are
-    PyYAML's (``yaml.YAMLError``)."""
+    configs: 0.36 → 0.02 s), which gate-analysis and gate-rank's history pay when they read them, and the settings'
+    defaults at import. YAML errors are PyYAML's (``yaml.YAMLError``)."""
     import yaml
 
     with open(path, encoding="utf-8") as stream:  # a stream: an error names the file
@@ -121,9 +121,9 @@ def read_config_yaml(path: str | os.PathLike) -> object:
 @functools.cache
 def _config_loader() -> type:
     import yaml
-    from omegaconf._utils import get_yaml_loader
+    from omegaconf._utils import get_yaml_loader  # what OmegaConf.load itself reads with
 
-    rules = get_yaml_loader()  # OmegaConf's loader: pure Python, its resolvers and the duplicate-key refusal
+    rules = get_yaml_loader()  # OmegaConf's loader (pure Python): its resolvers and its duplicate-key refusal
     if not hasattr(yaml, "CSafeLoader"):  # PyYAML built without libyaml
         return rules
 
