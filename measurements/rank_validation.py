@@ -136,7 +136,6 @@ def main() -> None:
     root.mkdir(parents=True, exist_ok=True)
     tier = root / "rankval.yaml"
     tier.write_text(tier_yaml(args))
-    bin_dir = Path(sys.executable).parent
     started = time.monotonic()
     # 1. the ground truth: the full tier (every encoder × benchmark × seed) — the very experiments gate-tier runs
     if args.shard is not None:
@@ -155,7 +154,7 @@ def main() -> None:
     results = {}
     for budget in args.budgets:
         for variant in (args.variant or [""]):
-            cmd = [str(bin_dir / "gate-rank"), f"tier={tier}", f"encoder={','.join(args.encoders)}",
+            cmd = [sys.executable, "-m", "gate.cli.rank", f"tier={tier}", f"encoder={','.join(args.encoders)}",
                    f"paths.root={root}", f"budget={budget}", "use_full_runs=false",
                    f"baseline_scores=[{','.join(BASELINES)}]",
                    f"proxy_seeds=[{','.join(str(s) for s in args.proxy_seeds)}]", *variant.split()]
