@@ -182,7 +182,8 @@ def summarise(out: Path, label: str) -> None:
           f"v2 vs the same {shown(ceiling.get('v2_vs_rest'))}, ratio {shown(ceiling.get('ratio'))}\n")
     if (out / "selection.csv").exists():
         sel = pd.read_csv(out / "selection.csv")
-        print("chosen: " + ", ".join(sel.loc[sel["chosen"], "benchmark"]) + "\n")
+        ran = sel.loc[sel["ran"], "benchmark"] if "ran" in sel else []
+        print("chosen: " + ", ".join(sel.loc[sel["chosen"], "benchmark"]) + "; ran: " + ", ".join(ran) + "\n")
     if (out / "validation.csv").exists():
         print("| method | τ | τ_w | top-1 regret (tier mean) | top-3 recall |\n|---|---|---|---|---|")
         for r in pd.read_csv(out / "validation.csv").itertuples(index=False):

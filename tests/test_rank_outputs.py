@@ -6,6 +6,7 @@ the old set, a rerun leaves no file of the old set behind)."""
 from __future__ import annotations
 
 import copy
+import types
 
 import pandas as pd
 import pytest
@@ -127,3 +128,34 @@ def test_the_folder_is_replaced_as_a_whole(tmp_path, monkeypatch):
         stage.write(_result(validation=True), prepared, out, report=False)
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert sorted(p.name for p in out.parent.iterdir()) == ["rank-t-0000"]
+
+
+def test_a_benchmark_a_re_plan_added_is_named_as_run_in_the_printout_and_selection_csv(tmp_path, capsys):
+    """Pool C on a GPU (docs/ranking.md): the rule chose fmnist_video_speed, the re-plan on the measured costs added
+    fmnist_video and its runs entered the ranking, yet the printout and selection.csv named only the chosen one."""
+    from gate.ranking.pipeline import ADDED_WHY
+    from gate.ranking.proxy import ProxyRun
+    from gate.ranking.select import Selection
+
+    sel = Selection(("speed", "seg"), "rule", {"speed": "the cheapest", "seg": "one per family"}, float("nan"),
+                    float("nan"), float("nan"), {}, "f00", 0)
+
+    def run(enc, bench):
+        return ProxyRun(enc, bench, 100, 64, f"{enc}-{bench}", "mae", False, 1.0, 1.0, 1.0, 1.0, "last value", 5.0,
+                        5.0, False, {})
+
+    result = _result(validation=False)
+    result.selection = sel
+    result.runs = [run(e, b) for b in ("speed", "video") for e in ("a", "b", "c")]  # seg dropped, video added
+    assert result.benchmarks_run == ["speed", "video"]
+    stage.print_result(stage.RankRun(result, tmp_path, {}), stage.Prepared(_Plan, None))
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("[gate] benchmarks run:"))
+    assert line.startswith("[gate] benchmarks run: speed, video (rule: speed, seg; added when re-planned: video; "
+                           "chosen, not run: seg;"), line
+    request = types.SimpleNamespace(budget=0.1)
+    files = stage.write(result, stage.Prepared(_Plan, request), tmp_path / "rank-t-0001", report=True)
+    table = pd.read_csv(files["selection"]).set_index("benchmark")
+    assert table.loc[["speed", "seg", "video"], "chosen"].tolist() == [True, True, False]
+    assert table.loc[["speed", "seg", "video"], "ran"].tolist() == [True, False, True]
+    assert table.loc["video", "why"] == ADDED_WHY and table.loc["seg", "why"] == "one per family"
+    assert "added when re-planned" in files["report"].read_text()

@@ -419,6 +419,12 @@ class RankResult:
     def order(self) -> list[str]:
         return list(self.tier_ranking.index)
 
+    @property
+    def benchmarks_run(self) -> list[str]:
+        """The benchmarks the proxy ran, in the order it ran them: the selection's, less what a re-plan dropped, plus
+        what a re-plan added on the measured costs (all of them enter the ranking)."""
+        return list(dict.fromkeys(r.benchmark for r in self.runs))
+
 
 def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: Callable[[list[str]], Any] | None = None,
               run_score: Callable[[Any], Any] | None = None, history: History | None = None) -> RankResult:
@@ -935,6 +941,32 @@ def compute_line(result: RankResult) -> str:
             f"budget {led.budget}){missing}")
 
 
+#: Why a benchmark the selection did not choose was run: the re-plan before a block found budget for it.
+ADDED_WHY = "added when re-planned: the costs measured left budget for it"
+
+
+def selection_rows(sel: Any, ran: Sequence[str], also: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """One row per benchmark the selection chose or the proxy ran (then ``also``): whether chosen, whether run, why."""
+    return [{"benchmark": b, "chosen": b in sel.chosen, "ran": b in ran,
+             "why": sel.why.get(b, "") or (ADDED_WHY if b in ran else "")}
+            for b in dict.fromkeys([*sel.chosen, *ran, *also])]
+
+
+def benchmarks_run_line(result: RankResult) -> str | None:
+    """The printout's line on the benchmarks the proxy ran, naming those a re-plan added or dropped (None: no
+    selection)."""
+    sel, ran = result.selection, result.benchmarks_run
+    if sel is None or not (sel.chosen or ran):
+        return None
+    added = [b for b in ran if b not in sel.chosen]
+    dropped = [b for b in sel.chosen if b not in ran]
+    changes = "".join([f"; added when re-planned: {', '.join(added)}" if added else "",
+                       f"; chosen, not run: {', '.join(dropped)}" if dropped else ""])
+    return (f"[gate] benchmarks run: {', '.join(ran) or 'none'} ({sel.method}: {', '.join(sel.chosen) or 'none'}"
+            f"{changes}; held-out τ on the history {shown(sel.tau)}, completion "
+            f"{'used' if sel.use_completion else 'not used'})")
+
+
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     """The tables: selection.csv, predictions.csv, tier_ranking.csv, seeds.csv, cost.csv, ledger.json and, with a
     validation, validation.csv, ceiling.json and paired.csv."""
@@ -942,12 +974,11 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
     sel = result.selection
     if sel is not None:
-        rows = [{"benchmark": b, "chosen": b in sel.chosen, "why": sel.why.get(b, ""),
-                 "stability": sel.stability.get(b, math.nan), "method": sel.method,
+        rows = [{**row, "stability": sel.stability.get(row["benchmark"], math.nan), "method": sel.method,
                  "held_out_tau": sel.tau, "held_out_tau_completed": sel.tau_completed,
                  "held_out_tau_plain": sel.tau_plain, "completion_used": sel.use_completion,
                  "history_fingerprint": sel.fingerprint, "history_encoders": sel.history_encoders}
-                for b in dict.fromkeys([*sel.chosen, *sel.stability])]
+                for row in selection_rows(sel, result.benchmarks_run, also=sel.stability)]
         files["selection"] = out / "selection.csv"
         pd.DataFrame(rows).to_csv(files["selection"], index=False)
     files["predictions"] = out / "predictions.csv"

@@ -14,7 +14,7 @@ import pandas as pd
 
 from gate.ranking import prior as priors
 from gate.ranking.budget import minutes, shown
-from gate.ranking.pipeline import RankResult, predicted_footnote
+from gate.ranking.pipeline import RankResult, predicted_footnote, selection_rows
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
@@ -52,9 +52,9 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
                  "</p>")
     sel = result.selection
     if sel is not None:
-        rows = pd.DataFrame([{"benchmark": b, "why": sel.why.get(b, ""), "stability": sel.stability.get(b, math.nan)}
-                             for b in sel.chosen])
-        parts.append(f"<h2>Benchmarks chosen ({html.escape(sel.method)})</h2><p class=note>History: "
+        rows = pd.DataFrame([{**row, "stability": sel.stability.get(row["benchmark"], math.nan)}
+                             for row in selection_rows(sel, result.benchmarks_run)])
+        parts.append(f"<h2>Benchmarks chosen and run ({html.escape(sel.method)})</h2><p class=note>History: "
                      f"{sel.history_encoders} encoders, fingerprint {html.escape(sel.fingerprint)}; held-out τ "
                      f"{shown(sel.tau)} (completed {shown(sel.tau_completed)}, plain {shown(sel.tau_plain)}; completion "
                      f"{'used' if sel.use_completion else 'not used'}).</p>" + _table(rows))
