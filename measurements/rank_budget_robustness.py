@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-GATE_RANK = str(Path(sys.executable).with_name("gate-rank"))
+GATE_RANK = [sys.executable, "-m", "gate.cli.rank"]  # the interpreter it runs in (a GPU host has no console scripts)
 TINY = {"name": "tiny100", "seeds": [0], "score": False,
         "overrides": {"logger": "csv", "image_size": 32, "ensembles": [1], "trainer.max_steps": 100,
                       "trainer.val_check_interval": 25, "data.batch_size": 16, "data.max_train_samples": 1000,
@@ -40,7 +40,7 @@ def _burn(stop_at: float) -> None:
 
 def call(args: list[str], label: str) -> dict:
     started = time.monotonic()
-    proc = subprocess.run([GATE_RANK, *args], capture_output=True, text=True, cwd=ROOT)
+    proc = subprocess.run([*GATE_RANK, *args], capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - started
     out = proc.stdout + proc.stderr
     plan = next((line for line in out.splitlines() if line.startswith("[gate] plan:")), "(no plan line)")
