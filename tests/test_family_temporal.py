@@ -293,5 +293,14 @@ def test_gate_run_end_to_end(tmp_path, dataset, metrics, capsys):
     monitor = "acc@1" if dataset == "fmnist_video" else "mae"
     val = [r for r in records if r["split"] == "val"]
     assert [r["metric"] for r in val] == [monitor] and val[0]["higher_is_better"] == (monitor == "acc@1")
+    # the regression checkpoints on mae and enters tier means by r2: its r2 curve is recorded beside (gate-rank's
+    # proxy ranks by it); a benchmark whose monitor is its tier metric records one curve
+    facts = val[0]["facts"]
+    if dataset == "fmnist_video_speed":
+        tier = facts["tier_val_curve"]
+        assert tier["metric"] == "r2" and [s for s, _ in tier["points"]] == [s for s, _ in facts["val_curve"]]
+        assert all(np.isfinite(v) and v <= 1.0 for _, v in tier["points"])
+    else:
+        assert "tier_val_curve" not in facts and facts["val_curve"]
     assert {r["dataset"] for r in records} == {dataset}
     assert {r["adapter"] for r in records} == {"temporal_classifier" if monitor == "acc@1" else "temporal_regressor"}

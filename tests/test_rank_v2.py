@@ -458,3 +458,21 @@ def test_static_auto_takes_source_top1_only_where_every_encoder_declares_it():
     del configs["resnet18_scratch"]["source_top1"]  # one encoder without it: params alone, no error
     assert set(static_rankings(static_names("auto"), pool, params, configs)) == {"params"}
     assert static_names(["params"]) == ("params",)
+
+
+def test_a_proxy_run_is_read_by_the_tier_metric_where_the_checkpoint_monitors_another():
+    """Pool C on a GPU (docs/ranking.md): fmnist_video_speed checkpoints on val mae and enters the tier by r2, and the
+    proxy ranked its runs by the mae curve. A run that records the tier metric's curve is read by it: its name, its
+    direction, its best point; a run without one (recorded before) is read by the monitor, as it was."""
+    from gate.ranking.proxy import read_run
+
+    mae = [[16, 4.9], [32, 4.7], [48, 4.6], [64, 4.55]]
+    r2 = [[16, -0.20], [32, -0.05], [48, 0.02], [64, 0.01]]
+    row = {"experiment": "x", "split": "val", "metric": "mae", "value": 4.55,
+           "facts": {"val_curve": mae, "tier_val_curve": {"metric": "r2", "points": r2}}}
+    monitor, hib, best, value, lo, hi, method, _ = read_run([row], full_steps=64)
+    assert (monitor, hib, best) == ("r2", True, 0.02)
+    assert lo <= value <= hi <= 1.0 and -0.2 <= value  # r2's own bound (at most 1) holds the extrapolation
+    old = {**row, "facts": {"val_curve": mae}}
+    monitor, hib, best, *_ = read_run([old], full_steps=64)
+    assert (monitor, hib, best) == ("mae", False, 4.55)

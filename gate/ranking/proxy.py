@@ -6,7 +6,8 @@ that it validates ``val_points`` times, ``evaluate_test=false`` (a proxy run rec
 split is never evaluated) and ``keep_checkpoints=none`` (nothing continues from it). Each run is an ordinary
 experiment in the results store (its step count and validation interval are part of its id): a rerun reads it back.
 
-Its value is the checkpoint monitor's validation curve (``facts.val_curve``) extrapolated to the full run's steps
+Its value is the validation curve of the metric the tier ranks the benchmark by — ``facts.tier_val_curve`` where
+that is not the checkpoint monitor, else the monitor's ``facts.val_curve`` — extrapolated to the full run's steps
 (:func:`gate.ranking.curves.extrapolate`); a run recorded without a curve is ranked by its best validation value.
 """
 
@@ -92,6 +93,11 @@ def read_run(rows: Sequence[Mapping[str, Any]], full_steps: int) -> tuple[str, b
     best = float(val[0]["value"])
     facts = dict(val[0].get("facts") or {})
     curve = facts.get("val_curve") or []
+    tier = facts.get("tier_val_curve")
+    if isinstance(tier, Mapping) and tier.get("points"):  # the tier ranks by another metric than the checkpoint's
+        monitor, curve = str(tier["metric"]), tier["points"]
+        hib = monitor_mode(monitor) == "max"
+        best = (max if hib else min)(float(v) for _, v in curve)
     known = lookup(monitor)
     low = known.low if known is not None else -math.inf
     high = known.high if known is not None else math.inf

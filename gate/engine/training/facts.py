@@ -144,6 +144,10 @@ class RunFacts(L.Callback):
         #: the validation metric whose curve is recorded (``val/<monitor>``; set once the adapter is built)
         self.monitor: str | None = None
         self.curve: list[list[float]] = []        # [step, value] at each validation (kept across a resume)
+        #: the tier metric's validation name where it is not the checkpoint monitor (a regression checkpoints on mae
+        #: and enters tier means by r2): its curve too, so that gate-rank ranks a short run by what the tier ranks by
+        self.tier_monitor: str | None = None
+        self.tier_curve: list[list[float]] = []
         self.validation_seconds: list[float] = []  # wall seconds of each validation (the cost model's)
         self._validation_start: float | None = None
 
@@ -191,14 +195,15 @@ class RunFacts(L.Callback):
         if getattr(trainer, "sanity_checking", False) or self._validation_start is None:
             return
         self.validation_seconds.append(time.perf_counter() - self._validation_start)
-        value = trainer.callback_metrics.get(self.monitor) if self.monitor else None
-        if value is not None and math.isfinite(float(value)):
-            step = int(trainer.global_step)
-            self.curve = [p for p in self.curve if p[0] != step] + [[step, float(value)]]
+        step = int(trainer.global_step)
+        self.curve = _with_point(self.curve, step, trainer.callback_metrics.get(self.monitor) if self.monitor else None)
+        if self.tier_monitor:
+            self.tier_curve = _with_point(self.tier_curve, step, trainer.callback_metrics.get(self.tier_monitor))
 
     # the curve, the validations' times and the seconds spent so far survive a resume (the checkpoint holds them)
     def state_dict(self) -> dict[str, Any]:
-        return {"curve": [list(p) for p in self.curve], "validation_seconds": list(self.validation_seconds),
+        return {"curve": [list(p) for p in self.curve], "tier_curve": [list(p) for p in self.tier_curve],
+                "validation_seconds": list(self.validation_seconds),
                 "wall_seconds": self.wall_seconds(time.monotonic() - self._wall0),
                 "cpu_seconds": self.earlier_cpu_seconds + cpu_seconds() - self._cpu0}
 
@@ -206,6 +211,7 @@ class RunFacts(L.Callback):
         if self._training:  # a checkpoint loaded after training started (for testing) is no resume
             return
         self.curve = [list(p) for p in state_dict.get("curve", [])]
+        self.tier_curve = [list(p) for p in state_dict.get("tier_curve", [])]
         self.validation_seconds = list(state_dict.get("validation_seconds", []))
         if isinstance(state_dict.get("wall_seconds"), (int, float)):  # (absent from checkpoints of older versions)
             self.earlier_wall_seconds = float(state_dict["wall_seconds"])
@@ -272,9 +278,20 @@ class RunFacts(L.Callback):
             "validations": len(self.validation_seconds),
             "validation_seconds": round(sum(self.validation_seconds), 3),
         }
+        if self.tier_monitor and self.tier_curve:  # the tier metric's own curve, where it is not the monitor
+            out["tier_val_curve"] = {"metric": self.tier_monitor.removeprefix("val/"),
+                                     "points": [[int(step), round(float(v), 6)] for step, v in sorted(self.tier_curve)]}
         if torch.cuda.is_available():
             out["peak_gpu_memory_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         return out
+
+
+def _with_point(curve: list[list[float]], step: int, value: Any) -> list[list[float]]:
+    """``curve`` with ``[step, value]`` in place of any point at that step (a value that is missing or not finite:
+    unchanged)."""
+    if value is None or not math.isfinite(float(value)):
+        return curve
+    return [p for p in curve if p[0] != step] + [[step, float(value)]]
 
 
 def model_gflops(model: nn.Module, batch: Mapping[str, Any]) -> float | None:

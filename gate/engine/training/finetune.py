@@ -119,6 +119,8 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     encoder = build_encoder(run.encoder, spec.modality, seed=run.seed)
     adapter = build_adapter(run.adapter, encoder, spec)  # one spec: the adapter and the data module share it
     facts.monitor = f"val/{adapter.monitor}"  # its curve is a fact of the run (val_curve)
+    if spec.tier_metric != adapter.monitor:   # and the tier metric's, where it differs (tier_val_curve)
+        facts.tier_monitor = f"val/{spec.tier_metric}"
     datamodule = build_datamodule(run, encoder, adapter, spec)
     recipe = run.recipe
     model = GATEModel(encoder, adapter,
