@@ -1,9 +1,10 @@
 """A short run's validation curve, extrapolated to the full run's steps.
 
 A proxy run validates ``val_points`` times; gate-run records the checkpoint monitor at each validation
-(``facts.val_curve``: ``[[step, value], ...]``). :func:`extrapolate` fits parametric learning curves to those points
-(Domhan et al., IJCAI 2015, keep a weighted ensemble of such families; these are three of theirs) and reads each at
-the full run's step:
+(``facts.val_curve``: ``[[step, value], ...]``) and, where the tier ranks the benchmark by another metric, that
+metric's curve (``facts.tier_val_curve``); :func:`ranked_curve` picks the one the tier ranks by. :func:`extrapolate`
+fits parametric learning curves to those points (Domhan et al., IJCAI 2015, keep a weighted ensemble of such
+families; these are three of theirs) and reads each at the full run's step:
 
 * ``pow3``: ``v(t) = c − a·t^(−α)`` (a power law approaching ``c``);
 * ``exp3``: ``v(t) = c − a·exp(−b·t)`` (an exponential approach);
@@ -21,9 +22,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
+
+
+def ranked_curve(facts: Mapping[str, Any], monitor: str) -> tuple[str, list]:
+    """(metric, points) of a run's facts that the tier ranks it by: the tier metric's curve where one was recorded
+    (it is not the checkpoint ``monitor``), else the monitor's (``[]``: none recorded)."""
+    tier = facts.get("tier_val_curve")
+    if isinstance(tier, Mapping) and tier.get("points"):
+        return str(tier["metric"]), list(tier["points"])
+    return monitor, list(facts.get("val_curve") or [])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from gate.errors import ConfigError
+from gate.ranking.curves import ranked_curve
 from gate.results import stable_hash
 
 #: The named sources of ``history``.
@@ -252,8 +253,9 @@ def from_store(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequ
         facts = rows[-1].get("facts") or {}
         if isinstance(facts.get("wall_seconds"), (int, float)):
             wall.setdefault(exp.dataset, {}).setdefault(exp.encoder, []).append(float(facts["wall_seconds"]))
-        if facts.get("val_curve"):
-            curves[(exp.encoder, exp.dataset)] = [(int(s), float(v)) for s, v in facts["val_curve"]]
+        _, points = ranked_curve(facts, "")
+        if points:
+            curves[(exp.encoder, exp.dataset)] = [(int(s), float(v)) for s, v in points]
         if spec.paper_group:
             groups[exp.dataset] = spec.paper_group
     values = pd.DataFrame({b: {e: float(np.mean(list(s.values()))) for e, s in encs.items()}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import GateError
-from gate.ranking.curves import extrapolate
+from gate.ranking.curves import extrapolate, ranked_curve
 
 
 @dataclasses.dataclass
@@ -88,16 +88,10 @@ def read_run(rows: Sequence[Mapping[str, Any]], full_steps: int) -> tuple[str, b
     if not val:
         raise GateError(f"experiment {rows[0].get('experiment') if rows else '?'}: no validation record of the "
                         f"checkpoint monitor")
-    monitor = str(val[0]["metric"])
-    hib = monitor_mode(monitor) == "max"
-    best = float(val[0]["value"])
     facts = dict(val[0].get("facts") or {})
-    curve = facts.get("val_curve") or []
-    tier = facts.get("tier_val_curve")
-    if isinstance(tier, Mapping) and tier.get("points"):  # the tier ranks by another metric than the checkpoint's
-        monitor, curve = str(tier["metric"]), tier["points"]
-        hib = monitor_mode(monitor) == "max"
-        best = (max if hib else min)(float(v) for _, v in curve)
+    monitor, curve = ranked_curve(facts, str(val[0]["metric"]))
+    hib = monitor_mode(monitor) == "max"
+    best = float(val[0]["value"]) if monitor == val[0]["metric"] else (max if hib else min)(float(v) for _, v in curve)
     known = lookup(monitor)
     low = known.low if known is not None else -math.inf
     high = known.high if known is not None else math.inf
