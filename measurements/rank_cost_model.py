@@ -4,7 +4,8 @@ parameters, pixels, batch, family), beside what it took. Two settings: ``same pa
 runs of the same encoder × benchmark, e.g. other seeds — what a rerun or a later seed sees), ``new pair`` (every
 run of that encoder × benchmark left out too — what gate-rank sees before it has run a pair) and ``new family`` (every
 run of its task family left out — what gate-rank sees before it has run a benchmark of that family). Prints the median
-and 90th percentile of |predicted/actual − 1| and the sum of predicted over the sum of actual, per basis.
+and 90th percentile of |predicted/actual − 1| and the sum of predicted over the sum of actual, per basis, and the
+margins a warm plan on this store would fit its blocks at (gate.ranking.cost.CostModel.margin).
 
     .venv/bin/python measurements/rank_cost_model.py --root /tmp/rv/a
 """
@@ -79,6 +80,7 @@ def main() -> int:
         p, a = np.array(everything).T
         print(f"  {setting:<18} all              runs {len(everything):>4}  Σpred/Σactual {p.sum() / a.sum():.3f}"
               f"{'' if math.isfinite(p.sum()) else ' (some predictions not finite)'}")
+    print("  " + CostModel([o for _, _, o in data]).margin_line())
     return 0
 
 

@@ -184,6 +184,63 @@ def test_a_family_not_measured_is_priced_at_the_measured_families_mean_not_the_f
 
 
 
+def _sibling_runs(totals: list[tuple[float, float]]) -> list[Observation]:
+    """Two runs per encoder × benchmark, 10 steps of 0.5 s and no validation each; their totals differ only in the
+    fixed seconds (``totals`` - 5)."""
+    out = []
+    for i, pair in enumerate(totals):
+        f = RunFeatures(f"enc{i}", "b", "classification", 1e6 * (i + 1), 32.0 ** 2, 16)
+        out += [Observation(f, 0.5, total - 5.0, math.nan, 10.0, 0.0) for total in pair]
+    return out
+
+
+def test_the_plans_margin_is_the_stores_own_leave_one_run_out_error_by_hand():
+    """A warm prediction is as likely low as high, so a plan fits it with a margin: each run predicted from its
+    sibling alone (measured basis) is off by 10/13, 13/10, 10/11, 11/10, 1 and 1; their 80th percentile (numpy's
+    linear interpolation, sorted position 0.8 × 5 = 4) is 1.1. Fewer than five runs to learn from: the cold start's
+    margin; a store off by 3× is capped at MARGIN_MAX; a cold prediction carries its own margin already."""
+    from gate.ranking.cost import COLD_MARGIN, MARGIN_MAX
+
+    model = CostModel(_sibling_runs([(10.0, 13.0), (10.0, 11.0), (10.0, 10.0)]))
+    ratios = sorted(model.errors()["measured"])
+    assert ratios == pytest.approx(sorted([10 / 13, 13 / 10, 10 / 11, 11 / 10, 1.0, 1.0]))
+    assert model.margin("measured") == pytest.approx(1.1) and model.margin("fitted") == pytest.approx(1.1)
+    assert model.margin("cold start") == 1.0
+    assert "measured ×1.10 (6 run(s))" in model.margin_line()
+    assert CostModel(_sibling_runs([(10.0, 13.0), (10.0, 11.0)])).margin("measured") == COLD_MARGIN
+    assert CostModel(_sibling_runs([(10.0, 30.0)] * 3)).margin("measured") == MARGIN_MAX
+    model.add(_sibling_runs([(10.0, 10.0)])[0])  # a new run refits the model and its errors
+    assert len(model.errors()["measured"]) == 7
+
+
+def test_a_plan_fits_its_blocks_with_the_margin_and_plans_their_predictions():
+    """The README's budget=0.02 call planned one block that nearly filled the budget; it ran 1.2× its prediction and
+    spent 0.021. Fitted at prediction × 1.25, that plan shrinks: what fits leaves room for the block to run a fifth
+    dearer, and the plan's seconds remain the predictions (so spent/predicted still grades the model)."""
+    chooser = select.Chooser(synthetic(n=10), BENCH)
+
+    def block_seconds(bench, seed, steps, every):
+        return 3 * (5.0 + 0.5 * steps + steps // every)
+
+    full = 3 * 7 * (5.0 + 0.5 * 100 + 4)
+
+    def plan(budget, bound=None):
+        return planning.make_plan(candidates=BENCH, full_steps=dict.fromkeys(BENCH, 100), proxy_seeds=(100, 101, 102),
+                                  run_fraction=0.67, val_points=4, budget_seconds=budget * full, full_seconds=full,
+                                  block_seconds=block_seconds, choose=chooser, prior_seconds=0.0, with_prior=False,
+                                  block_bound=bound)
+
+    for budget in (0.02, 0.05, 0.1, 0.3):
+        bare = plan(budget)
+        kept = plan(budget, lambda *a: 1.25 * block_seconds(*a))
+        assert kept.planned_seconds == pytest.approx(sum(b.seconds for b in kept.blocks))  # the predictions
+        assert 1.25 * kept.planned_seconds <= kept.budget_seconds + 1e-9, budget  # ... a fifth dearer still fits
+        assert kept.planned_seconds <= bare.planned_seconds + 1e-9
+    tight = plan(0.05)
+    assert tight.planned_seconds * 1.25 > tight.budget_seconds  # without the margin, a dearer block overruns
+    assert plan(0.05, lambda *a: 1.25 * block_seconds(*a)).planned_seconds < tight.planned_seconds
+
+
 def test_a_resumed_runs_seconds_fit_no_cost():
     """A resumed run's wall seconds span its attempts (each paid the fixed cost) while its step times are its last
     attempt's: it would misprice the fixed seconds, so it is no observation; the same facts uninterrupted are one."""

@@ -460,18 +460,22 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
 
-    def run_seconds(bench: str, enc: str, steps: int, val_every: int) -> float:
+    def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
+        """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at)."""
         costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
-        margin = COLD_MARGIN if costs.basis == "cold start" else 1.0  # a proxy run: never planned too cheap
+        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
         return margin * costs.seconds(steps, steps // max(val_every, 1))
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
 
-    def block_seconds(bench: str, seed: int, steps: int, val_every: int) -> float:
+    def block_seconds(bench: str, seed: int, steps: int, val_every: int, bound: bool = False) -> float:
         # a run an earlier call stored is read back, not trained; its seconds still count (the ledger spends them),
         # so the plan prices it at what it cost
         return sum(made[key] if (key := (e, bench, seed, steps, val_every)) in made and math.isfinite(made[key])
-                   else run_seconds(bench, e, steps, val_every) for e in pool)
+                   else run_seconds(bench, e, steps, val_every, bound) for e in pool)
+
+    def block_bound(bench: str, seed: int, steps: int, val_every: int) -> float:
+        return block_seconds(bench, seed, steps, val_every, bound=True)
 
     prefer = stored_fractions(made, full_steps, request.run_fraction, request.val_points)
 
@@ -527,7 +531,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                                       run_fraction=request.run_fraction, val_points=request.val_points,
                                       budget_seconds=budget_seconds, full_seconds=full_seconds,
                                       block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds,
-                                      with_prior=bool(request.prior and scored_benches), prefer=prefer)
+                                      with_prior=bool(request.prior and scored_benches), prefer=prefer,
+                                      block_bound=block_bound)
     else:
         the_plan = planning.Plan("proxy", (), (), (), 0.0, 0.0, 0.0, budget_seconds, full_seconds,
                                  "every benchmark is ranked by its stored full runs")
@@ -535,12 +540,14 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     if selection is not None:  # the final choice's stability, measured once
         selection = _selection(request, chooser, history, candidates,
                                {b: the_plan.planned_seconds for b in candidates} if not the_plan.blocks else
-                               {b: sum(block_seconds(b, seed, *planning.proxy_steps(
+                               {b: sum(block_bound(b, seed, *planning.proxy_steps(
                                    full_steps[b], the_plan.fraction, request.val_points)) for seed in the_plan.seeds)
                                 for b in candidates},
                                the_plan.budget_seconds - the_plan.prior_seconds, n_boot=20)
     ledger.planned_total = the_plan.planned_seconds
     ctx.echo(f"[gate] plan: {the_plan.why}; {plan_line(the_plan, full_steps)}", flush=True)
+    if the_plan.blocks and model.observations:
+        ctx.echo(f"[gate] plan: {model.margin_line()}", flush=True)
 
     # the prior: scores (their feature passes, first) and static facts
     scores: Scores = {}
@@ -585,7 +592,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                                   run_fraction=fraction, val_points=request.val_points,
                                   budget_seconds=request.budget * full_now - (ledger.spent_seconds or 0.0),
                                   full_seconds=full_now, block_seconds=block_seconds, choose=choose,
-                                  prior_seconds=0.0, with_prior=False, done=done_pairs)
+                                  prior_seconds=0.0, with_prior=False, done=done_pairs, block_bound=block_bound)
 
     done = execute(the_plan, replan, run_one)
     ran = {(d.seed, d.benchmark) for d in done}

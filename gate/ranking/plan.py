@@ -13,6 +13,10 @@ plan tries, in order, and takes the first that fits:
 3. the static ranking (parameter counts, published source accuracy): it costs nothing, so every budget in (0, 1)
    has a plan.
 
+What fits is each block's predicted seconds times the cost model's margin (:meth:`gate.ranking.cost.CostModel.margin`:
+a prediction is as likely too low as too high, and a block once started runs whole); the plan's seconds are the
+predictions.
+
 :func:`make_plan` is the one planner: gate-rank calls it before anything runs, and the run loop calls it again
 before every (seed, benchmark) block with the costs measured so far (the cost model refitted after every run), what is
 left of the budget and the blocks already run: a plan that turns out cheaper than predicted grows (more seeds,
@@ -74,7 +78,7 @@ def make_plan(*, candidates: Sequence[str], full_steps: Mapping[str, int], proxy
               run_fraction: float, val_points: int, budget_seconds: float, full_seconds: float,
               block_seconds: Callable[[str, int, int, int], float], choose: Callable[[Mapping[str, float], float], object],
               prior_seconds: float, with_prior: bool, done: frozenset = frozenset(),
-              prefer: Sequence[float] = ()) -> Plan:
+              prefer: Sequence[float] = (), block_bound: Callable[[str, int, int, int], float] | None = None) -> Plan:
     """The first plan that fits ``budget_seconds`` (see the module docstring).
 
     ``block_seconds(benchmark, seed, steps, val_every)``: the predicted seconds of every encoder's proxy run (for a
@@ -83,14 +87,17 @@ def make_plan(*, candidates: Sequence[str], full_steps: Mapping[str, int], proxy
     given each one's cost and what is affordable;
     ``prior_seconds``: the prior's feature passes (spent first where ``with_prior``); ``done``: the (seed, benchmark)
     blocks already run (re-planning before a block: they cost nothing more and are kept); ``prefer``: run fractions
-    tried before the ladder's own order (those whose runs the store already holds)."""
+    tried before the ladder's own order (those whose runs the store already holds); ``block_bound``: the seconds a
+    block is fitted into the budget at (its prediction with the cost model's margin; default ``block_seconds``) —
+    the plan's own seconds stay the predictions."""
     # the proxy with the prior, else without it (said only where a prior was asked for and its passes were dropped)
     for included in ((True, False) if with_prior else (False,)):
         found = _proxy_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=proxy_seeds,
                             run_fraction=run_fraction, val_points=val_points, budget_seconds=budget_seconds,
                             full_seconds=full_seconds, block_seconds=block_seconds, choose=choose,
                             prior=prior_seconds if included else 0.0, with_prior=included,
-                            prior_dropped=with_prior and not included, done=done, prefer=prefer)
+                            prior_dropped=with_prior and not included, done=done, prefer=prefer,
+                            block_bound=block_bound or block_seconds)
         if found is not None:
             return found
     if with_prior and prior_seconds <= budget_seconds:
@@ -112,7 +119,7 @@ def fractions(run_fraction: float) -> list[float]:
 
 
 def _proxy_plan(*, candidates, full_steps, proxy_seeds, run_fraction, val_points, budget_seconds, full_seconds,
-                block_seconds, choose, prior, with_prior, prior_dropped, done, prefer) -> Plan | None:
+                block_seconds, choose, prior, with_prior, prior_dropped, done, prefer, block_bound) -> Plan | None:
     """The first proxy level that fits with ``prior`` seconds of feature passes first (None: none fits)."""
     left = budget_seconds - prior
     ladder = fractions(run_fraction)
@@ -121,8 +128,8 @@ def _proxy_plan(*, candidates, full_steps, proxy_seeds, run_fraction, val_points
     for fraction in ladder:
         for n_seeds in range(len(proxy_seeds), 0, -1):
             steps = {b: proxy_steps(full_steps[b], fraction, val_points) for b in candidates}
-            cost = {b: sum(block_seconds(b, s, *steps[b]) for s in proxy_seeds[:n_seeds] if (s, b) not in done)
-                    for b in candidates}
+            cost = {b: sum(block_bound(b, s, *steps[b]) for s in proxy_seeds[:n_seeds] if (s, b) not in done)
+                    for b in candidates}  # what must fit
             if wanted is None:
                 wanted = choose(cost, math.inf).chosen
             if left <= 0:
@@ -148,6 +155,7 @@ def _proxy_plan(*, candidates, full_steps, proxy_seeds, run_fraction, val_points
             if prior_dropped:
                 shrunk.append("no prior (its feature passes do not fit beside the runs)")
             why = ("the proxy as wanted" if not shrunk else "the proxy, shrunk to fit: " + ", ".join(shrunk))
-            return Plan("proxy", blocks, tuple(chosen), seeds, fraction, prior, prior + spent, budget_seconds,
+            return Plan("proxy", blocks, tuple(chosen), seeds, fraction, prior,
+                        prior + sum(block.seconds for block in blocks), budget_seconds,
                         full_seconds, why, selection, with_prior)
     return None
