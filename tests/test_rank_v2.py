@@ -213,6 +213,27 @@ def test_the_plans_margin_is_the_stores_own_leave_one_run_out_error_by_hand():
     assert len(model.errors()["measured"]) == 7
 
 
+def test_a_family_no_run_measured_gets_the_margin_of_families_left_out_whole():
+    """A family no run measured is priced at the measured families' mean, which errs most (median error 46–55 % on
+    the demo stores and pool C's GPU truth). By hand: three classification runs of 10 s (10 steps of 0.5 s, 5 s fixed)
+    and three segmentation runs of 13 s (steps of 0.8 s); segmentation left out, a model of classification alone
+    predicts 10 s for each (ratio 1.3), classification left out 13 s (10/13); the 80th percentile of three of each
+    is 1.3. A family never measured gets it; a measured one does not; one family alone cannot say, so the cap."""
+    from gate.ranking.cost import MARGIN_MAX
+
+    obs = []
+    for i in range(6):
+        family, per_step = ("classification", 0.5) if i < 3 else ("segmentation", 0.8)
+        f = RunFeatures(f"enc{i}", family, family, 1e6 * (i % 3 + 1), 32.0 ** 2, 16)
+        obs.append(Observation(f, per_step, 5.0, math.nan, 10.0, 0.0))
+    model = CostModel(obs)
+    assert sorted(model.errors()["new family"]) == pytest.approx([10 / 13] * 3 + [1.3] * 3)
+    assert model.margin("fitted", "detection") == pytest.approx(1.3)
+    assert model.margin("fitted", "classification") < 1.3
+    assert "a family not measured ×1.30 (6 run(s), each family left out)" in model.margin_line()
+    assert CostModel(obs[:3]).margin("fitted", "segmentation") == MARGIN_MAX
+
+
 def test_a_plan_fits_its_blocks_with_the_margin_and_plans_their_predictions():
     """The README's budget=0.02 call planned one block that nearly filled the budget; it ran 1.2× its prediction and
     spent 0.021. Fitted at prediction × 1.25, that plan shrinks: what fits leaves room for the block to run a fifth

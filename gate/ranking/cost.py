@@ -56,6 +56,8 @@ MARGIN_MIN_RUNS = 5
 MARGIN_RUNS = 200
 #: ... and never more than this (a store whose runs ran on another machine says little about this one).
 MARGIN_MAX = 1.5
+#: The errors of predictions for a family with every run of it left out (:meth:`CostModel.errors`).
+NEW_FAMILY = "new family"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,49 +209,73 @@ class CostModel:
             return Costs(near.per_step * f.load / near.features.load, near.fixed, per_val, "fitted")
         return Costs(COLD["per_step_per_mparam_image"] * f.load, COLD["fixed"], COLD["per_validation"], "cold start")
 
-    def margin(self, basis: str) -> float:
+    def margin(self, basis: str, family: str | None = None) -> float:
         """What a plan multiplies a prediction of ``basis`` by before fitting it into the budget: the
         :data:`MARGIN_QUANTILE` of actual/predicted seconds over the store's runs, each predicted by the model fitted
         without it (:meth:`errors`), of that basis where at least :data:`MARGIN_MIN_RUNS` are, else of every basis;
-        between 1 and :data:`MARGIN_MAX`. Too few runs to say: :data:`COLD_MARGIN`. The cold start's margin is in
-        its prediction already (1 here)."""
+        between 1 and :data:`MARGIN_MAX`. Too few runs to say: :data:`COLD_MARGIN`. A ``family`` no run measured is
+        priced at the others' mean, which errs most: its margin is that of each measured family's runs predicted
+        with the whole family left out (:data:`MARGIN_MAX` where fewer than :data:`MARGIN_MIN_RUNS`). The cold
+        start's margin is in its prediction already (1 here)."""
         if basis == "cold start":
             return 1.0
         ratios = self.errors()
+        if family is not None and all(o.features.family != family for o in self.observations):
+            unseen = ratios.get(NEW_FAMILY, [])
+            return self._quantile(unseen) if len(unseen) >= MARGIN_MIN_RUNS else MARGIN_MAX
         pooled = ratios.get(basis, [])
         if len(pooled) < MARGIN_MIN_RUNS:
-            pooled = [r for rs in ratios.values() for r in rs]
+            pooled = [r for b, rs in ratios.items() if b != NEW_FAMILY for r in rs]
         if len(pooled) < MARGIN_MIN_RUNS:
             return COLD_MARGIN
-        return float(min(MARGIN_MAX, max(1.0, np.quantile(pooled, MARGIN_QUANTILE))))
+        return self._quantile(pooled)
+
+    @staticmethod
+    def _quantile(ratios: Sequence[float]) -> float:
+        return float(min(MARGIN_MAX, max(1.0, np.quantile(ratios, MARGIN_QUANTILE))))
 
     def errors(self) -> dict[str, list[float]]:
         """basis → actual/predicted seconds of the :data:`MARGIN_RUNS` most recent runs with their steps known, each
-        predicted by a model of every other run (computed once per fit)."""
+        predicted by a model of every other run, and under :data:`NEW_FAMILY` by a model of every run of the other
+        families (computed once per fit)."""
         if self._ratios is None:
             self._ratios = {}
             known = [i for i, o in enumerate(self.observations) if math.isfinite(o.steps) and o.per_step > 0]
-            for i in known[-MARGIN_RUNS:]:
-                o = self.observations[i]
-                costs = CostModel(self.observations[:i] + self.observations[i + 1:]).predict(o.features)
-                predicted = costs.seconds(o.steps, o.validations)
-                if costs.basis != "cold start" and predicted > 0 and math.isfinite(predicted) \
-                        and math.isfinite(o.seconds):
-                    self._ratios.setdefault(costs.basis, []).append(o.seconds / predicted)
+            recent = known[-MARGIN_RUNS:]
+            for i in recent:
+                self._ratio(self.observations[i], self.observations[:i] + self.observations[i + 1:])
+            for family in sorted({self.observations[i].features.family for i in recent}):
+                others = [o for o in self.observations if o.features.family != family]
+                if others:
+                    model = CostModel(others)
+                    for i in recent:
+                        if self.observations[i].features.family == family:
+                            self._ratio(self.observations[i], model, NEW_FAMILY)
         return self._ratios
+
+    def _ratio(self, o: Observation, others: CostModel | list[Observation], key: str | None = None) -> None:
+        costs = (others if isinstance(others, CostModel) else CostModel(others)).predict(o.features)
+        predicted = costs.seconds(o.steps, o.validations)
+        if costs.basis != "cold start" and predicted > 0 and math.isfinite(predicted) and math.isfinite(o.seconds):
+            self._ratios.setdefault(key or costs.basis, []).append(o.seconds / predicted)
 
     def margin_line(self) -> str:
         """The margins a warm plan reserves, for the printout ('' before anything was measured)."""
         ratios = self.errors()
         if not self.observations:
             return ""
-        every = sum(len(rs) for rs in ratios.values())
+        every = sum(len(rs) for b, rs in ratios.items() if b != NEW_FAMILY)
 
         def basis_of(b: str) -> str:
             n = len(ratios.get(b, []))
+            if b == NEW_FAMILY:
+                return f"{n} run(s), each family left out" if n >= MARGIN_MIN_RUNS else \
+                    f"fewer than {MARGIN_MIN_RUNS} runs: the cap"
             return f"{n} run(s)" if n >= MARGIN_MIN_RUNS else f"{every} run(s) of any basis" \
                 if every >= MARGIN_MIN_RUNS else f"fewer than {MARGIN_MIN_RUNS} runs: the cold start's"
 
+        unseen = "\0unmeasured family"  # a family name no run can have, to ask for the new family's margin
         parts = [f"{b} ×{self.margin(b):.2f} ({basis_of(b)})" for b in ("measured", "fitted")]
+        parts.append(f"a family not measured ×{self.margin('fitted', unseen):.2f} ({basis_of(NEW_FAMILY)})")
         return "warm predictions planned with a margin (the store's runs predicted without themselves): " + \
             ", ".join(parts)

@@ -462,8 +462,10 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
         """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at)."""
-        costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
-        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
+        features = run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan))
+        costs = model.predict(features)
+        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis, features.family) \
+            if bound else 1.0
         return margin * costs.seconds(steps, steps // max(val_every, 1))
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
