@@ -112,16 +112,18 @@ def test_an_empty_encoder_name_is_refused_not_dropped(monkeypatch, capsys, tmp_p
 
 @pytest.mark.slow
 def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
-    """Real gate-run fits: 3 encoders × digits, 40-step full runs; no prior, so the budget goes to the proxy. The plan
-    is printed, the runs are stored and ranked on their extrapolated curves, every file is written, and a rerun
-    trains nothing."""
+    """Real gate-run fits: 3 encoders × digits, 160-step full runs (never run here) and 20-step proxy runs
+    (run_fraction=0.125, one proxy seed); no prior, so the budget goes to the proxy. The plan is printed, the runs
+    are stored and ranked on their extrapolated curves, every file is written, and a rerun trains nothing. (The full
+    runs are long enough that a proxy run is well below one at the cold start's margin: with 40-step full runs
+    validating as often as the proxy, no proxy run fits budget=0.9.)"""
     from gate.cli import rank
 
-    doc = dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 40, "trainer.val_check_interval": 10})
+    doc = dict(TINY, overrides={**TINY["overrides"], "trainer.max_steps": 160, "trainer.val_check_interval": 40})
     tier = write_tier(tmp_path / "tiny.yaml", doc)
     root = tmp_path / "root"
     args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.9", "n_boot=20", "baseline_scores=[]", "prior=[]",
-            "history=[store]"]
+            "history=[store]", "run_fraction=0.125", "proxy_seeds=[100]"]
     out = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     assert "[gate] plan: the proxy" in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout
@@ -183,20 +185,20 @@ def test_a_proxy_seed_of_stored_full_runs_is_refused_while_validating(tmp_path, 
 def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_path, capsys, monkeypatch):
     """Every proxy run costs twice what the cold start predicts (a parallel load): the full tier the budget is a
     fraction of is re-predicted from the same measured runs, so the spent fraction stays within budget=0.2 (it was
-    the spent seconds of a loaded machine over a quiet machine's full tier: 2 / 1.25 of the plan)."""
+    the spent seconds of a loaded machine over a quiet machine's full tier: 2 / COLD_MARGIN of the plan)."""
     from gate.cli import rank
     from gate.ranking import pipeline
-    from gate.ranking.cost import CostModel
+    from gate.ranking.cost import COLD_MARGIN, CostModel
     from gate.ranking.proxy import ProxyRun
 
     def slow_block(block, experiments, ctx, *, full_steps, planned, order):
         out = []
         for enc in order:
             cold = CostModel().predict(pipeline.run_features(experiments[enc], 1e7))  # the cold start's parts
-            scale = 2.0 * planned[enc] / (1.25 * cold.seconds(block.steps, block.steps // block.val_every))
+            scale = 2.0 * planned[enc] / (COLD_MARGIN * cold.seconds(block.steps, block.steps // block.val_every))
             train = scale * cold.per_step * block.steps
             vals = block.steps // block.val_every
-            facts = {"wall_seconds": 2.0 / 1.25 * planned[enc], "train_step_seconds": train, "global_step": block.steps,
+            facts = {"wall_seconds": 2.0 / COLD_MARGIN * planned[enc], "train_step_seconds": train, "global_step": block.steps,
                      "validations": vals, "validation_seconds": scale * cold.per_validation * vals, "params": 1e7}
             rank_of = order.index(enc)
             out.append(ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "val/acc",
@@ -214,7 +216,7 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     out = call_cli(rank.main, args, capsys, prog="gate-rank")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
-    assert ledger["spent_over_planned"] == pytest.approx(2.0 / 1.25, rel=1e-6)  # the runs did cost more
+    assert ledger["spent_over_planned"] == pytest.approx(2.0 / COLD_MARGIN, rel=1e-6)  # the runs did cost more
     assert ledger["full_seconds"] > 1.5 * ledger["planned_full_seconds"]       # ... and so does the full tier
-    assert ledger["planned_fraction"] > 0.2 / 1.6                               # the plan would have overspent
+    assert ledger["planned_fraction"] > 0.2 / (2.0 / COLD_MARGIN)               # the plan would have overspent
     assert ledger["fraction"] <= 0.2 + 1e-9 and "OVER THE BUDGET" not in out.stdout

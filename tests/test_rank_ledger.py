@@ -59,3 +59,28 @@ def test_the_printed_compute_line_says_not_measured_instead_of_nan():
     led.spend("run 1", 12.0)
     line = compute_line(SimpleNamespace(ledger=led))
     assert "nan" not in line and "not measured: a × x" in line and "the full tier —" in line
+
+
+def test_a_full_tier_priced_from_other_families_says_its_fraction_is_uncertain():
+    """The README's first gate-rank call (empty store) measured fashion_mnist alone, priced the other eight families'
+    full runs at its rate (24 of 30), and printed OVER THE BUDGET at 0.101 of a full tier of 6.2 min whose runs took
+    14 min. The basis of such a price is its own ('new family'), and the compute line and the warning count them."""
+    from types import SimpleNamespace
+
+    from gate.ranking.cost import CostModel, Observation, RunFeatures
+    from gate.ranking.pipeline import compute_line
+
+    measured = CostModel([Observation(RunFeatures("e", "fashion_mnist", "classification", 1e6, 1024.0, 8), 0.1, 2.0,
+                                      1.0, 12.0, 4.0)])
+    assert measured.measures("classification") and not measured.measures("segmentation")
+    led = Ledger(budget=0.1)
+    led.full.update({"a × x": 100.0, "a × y": 200.0, "a × z": 300.0})
+    led.full_basis.update({"a × x": "measured", "a × y": "new family", "a × z": "new family"})
+    led.spend("run 1", 61.0)
+    assert led.new_family_note() == "; 2 of 3 priced from other families' runs: uncertain"
+    assert "(measured/new family; 2 of 3 priced from other families' runs: uncertain) → 0.102" in \
+        compute_line(SimpleNamespace(ledger=led))
+    assert led.overrun().startswith("OVER THE BUDGET: 0.102") and "2 of 3 priced from other families' runs" in \
+        led.overrun()
+    led.full_basis["a × y"] = led.full_basis["a × z"] = "fitted"
+    assert led.new_family_note() == "" and "uncertain" not in led.overrun()

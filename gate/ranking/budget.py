@@ -15,6 +15,8 @@ import dataclasses
 import math
 from typing import Any
 
+from gate.ranking.cost import NEW_FAMILY
+
 
 def finite_or_none(value: float | None) -> float | None:
     """A number as the ledger keeps it: a finite float, or None where nothing was measured (never NaN)."""
@@ -38,7 +40,7 @@ class Ledger:
     planned: dict[str, float] = dataclasses.field(default_factory=dict)     # item -> seconds, as planned
     spent: dict[str, float | None] = dataclasses.field(default_factory=dict)  # item -> seconds (None: unmeasured)
     full: dict[str, float | None] = dataclasses.field(default_factory=dict)   # "enc × bench" -> every tier seed
-    full_basis: dict[str, str] = dataclasses.field(default_factory=dict)     # stored | measured | fitted | cold start
+    full_basis: dict[str, str] = dataclasses.field(default_factory=dict)  # stored|measured|fitted|new family|cold start
     planned_total: float = 0.0        # the whole plan's seconds when it was first made
     planned_full: float = math.nan    # the full tier's seconds as predicted when the plan was first made
     budget: float = math.nan
@@ -80,12 +82,20 @@ class Ledger:
         planned = sum(p for p, _ in both)
         return sum(s for _, s in both) / planned if both and planned > 0 else None
 
+    def new_family_note(self) -> str:
+        """'' or, where some of the full tier's runs are of families no run measured yet (priced at the measured
+        families' mean, the cost model's largest error: 46–55 % median on the stores measured), how many: the
+        fraction of the full tier is then uncertain."""
+        n = sum(1 for b in self.full_basis.values() if b == NEW_FAMILY)
+        return f"; {n} of {len(self.full_basis)} priced from other families' runs: uncertain" if n else ""
+
     def overrun(self) -> str:
         """A warning when the seconds spent pass the budget of the full tier (1 % tolerance), else ''."""
         if self.fraction is None or not math.isfinite(self.budget) or self.fraction <= self.budget * 1.01:
             return ""
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={self.budget} (the "
-                f"plan is re-made before every block from the costs measured so far; a block once started runs whole)")
+                f"plan is re-made before every block from the costs measured so far; a block once started runs whole"
+                f"{self.new_family_note()})")
 
     def to_json(self) -> dict[str, Any]:
         """What ``ledger.json`` holds (strict JSON: null where not measured)."""

@@ -36,7 +36,7 @@ from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
 from gate.ranking.complete import kendall
-from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
+from gate.ranking.cost import COLD_MARGIN, NEW_FAMILY, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
 from gate.settings import AUTO, yaml_defaults
@@ -504,7 +504,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                     ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
                 else:
                     exp = exp_of(bench, request.proxy_seeds[0], enc)
-                    costs = model.predict(run_features(exp, params.get(enc, math.nan)))
+                    features = run_features(exp, params.get(enc, math.nan))
+                    costs = model.predict(features)
                     # the cold start's fixed seconds hold a full run's test pass (measured on full runs); a model
                     # learnt from proxy runs, which never test, does not: their test pass is added at their price
                     dataset = str(exp.config["dataset"].get("name"))
@@ -512,7 +513,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                         if costs.basis != "cold start" else 0.0
                     ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
                         full_steps[bench], full_steps[bench] // every, tests))
-                    ledger.full_basis[key] = costs.basis
+                    ledger.full_basis[key] = NEW_FAMILY if costs.basis == "fitted" \
+                        and not model.measures(features.family) else costs.basis
         return ledger.full_seconds or math.nan
 
     full_seconds = predict_full()
@@ -946,8 +948,8 @@ def compute_line(result: RankResult) -> str:
     return (f"[gate] compute: {minutes(led.spent_seconds)} spent of {minutes(led.planned_total)} planned "
             f"(cost model, item by item: spent/predicted {shown(led.planned_vs_spent, '.2f')}); "
             f"the full tier {minutes(led.full_seconds)} "
-            f"({'/'.join(basis) or '—'}) → {shown(led.fraction)} of it (planned {shown(led.planned_fraction)}, "
-            f"budget {led.budget}){missing}")
+            f"({'/'.join(basis) or '—'}{led.new_family_note()}) → {shown(led.fraction)} of it (planned "
+            f"{shown(led.planned_fraction)}, budget {led.budget}){missing}")
 
 
 #: Why a benchmark the selection did not choose was run: the re-plan before a block found budget for it.
