@@ -56,7 +56,7 @@ MARGIN_RUNS = 200
 MARGIN_MAX = 1.5
 #: A proxy run predicted by the cold start is taken to cost this much more (never the full runs it is a fraction of):
 #: an error nothing has measured gets the largest margin. At 1.25 the README's first gate-rank call (demo tier, empty
-#: store) spent 1.09–1.47× its planned fraction of the re-predicted tier over six calls, 0.101 of budget 0.1 once.
+#: store) spent 1.09–1.47× the fraction its cold prediction gave (0.069, before the margin) in six calls, 0.101 once.
 COLD_MARGIN = MARGIN_MAX
 #: The errors of predictions for a family with every run of it left out (:meth:`CostModel.errors`).
 NEW_FAMILY = "new family"
