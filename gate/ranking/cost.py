@@ -225,16 +225,19 @@ class CostModel:
         start's margin is in its prediction already (1 here)."""
         if basis == "cold start":
             return 1.0
-        ratios = self.errors()
         if family is not None and not self.measures(family):
-            unseen = ratios.get(NEW_FAMILY, [])
-            return self._quantile(unseen) if len(unseen) >= MARGIN_MIN_RUNS else MARGIN_MAX
+            return self._new_family_margin()
+        ratios = self.errors()
         pooled = ratios.get(basis, [])
         if len(pooled) < MARGIN_MIN_RUNS:
             pooled = [r for b, rs in ratios.items() if b != NEW_FAMILY for r in rs]
         if len(pooled) < MARGIN_MIN_RUNS:
             return COLD_MARGIN
         return self._quantile(pooled)
+
+    def _new_family_margin(self) -> float:
+        unseen = self.errors().get(NEW_FAMILY, [])
+        return self._quantile(unseen) if len(unseen) >= MARGIN_MIN_RUNS else MARGIN_MAX
 
     @staticmethod
     def _quantile(ratios: Sequence[float]) -> float:
@@ -280,8 +283,7 @@ class CostModel:
             return f"{n} run(s)" if n >= MARGIN_MIN_RUNS else f"{every} run(s) of any basis" \
                 if every >= MARGIN_MIN_RUNS else f"fewer than {MARGIN_MIN_RUNS} runs: the cold start's"
 
-        unseen = "\0unmeasured family"  # a family name no run can have, to ask for the new family's margin
         parts = [f"{b} ×{self.margin(b):.2f} ({basis_of(b)})" for b in ("measured", "fitted")]
-        parts.append(f"a family not measured ×{self.margin('fitted', unseen):.2f} ({basis_of(NEW_FAMILY)})")
+        parts.append(f"a family not measured ×{self._new_family_margin():.2f} ({basis_of(NEW_FAMILY)})")
         return "warm predictions planned with a margin (the store's runs predicted without themselves): " + \
             ", ".join(parts)
