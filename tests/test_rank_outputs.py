@@ -149,9 +149,13 @@ def test_a_benchmark_a_re_plan_added_is_named_as_run_in_the_printout_and_selecti
     result.runs = [run(e, b) for b in ("speed", "video") for e in ("a", "b", "c")]  # seg dropped, video added
     assert result.benchmarks_run == ["speed", "video"]
     stage.print_result(stage.RankRun(result, tmp_path, {}), stage.Prepared(_Plan, None))
-    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("[gate] benchmarks run:"))
+    printed = capsys.readouterr().out.splitlines()
+    line = next(x for x in printed if x.startswith("[gate] benchmarks run:"))
     assert line.startswith("[gate] benchmarks run: speed, video (rule: speed, seg; added when re-planned: video; "
                            "chosen, not run: seg;"), line
+    # the rule (no usable history) says what it cannot see and how to choose instead, on the next line
+    hint = printed[printed.index(line) + 1]
+    assert hint.startswith("[gate] rule: no usable history") and "proxy_benchmarks=[…]" in hint, hint
     request = types.SimpleNamespace(budget=0.1)
     files = stage.write(result, stage.Prepared(_Plan, request), tmp_path / "rank-t-0001", report=True)
     table = pd.read_csv(files["selection"]).set_index("benchmark")

@@ -978,6 +978,17 @@ def benchmarks_run_line(result: RankResult) -> str | None:
             f"{'used' if sel.use_completion else 'not used'})")
 
 
+def rule_line(result: RankResult) -> str | None:
+    """Where the selection fell back to its stated rule (no usable history), what that rule cannot see and how to
+    choose instead (None otherwise): on pool C it ran a benchmark no encoder learns at that length (docs/ranking.md)."""
+    sel = result.selection
+    if sel is None or sel.method != "rule" or not sel.chosen:
+        return None
+    return ("[gate] rule: no usable history (other encoders' full runs of these benchmarks; the pool's own never "
+            "count), so one benchmark per paper group, cheapest first: it cannot tell a benchmark no encoder learns at "
+            "this length from a cheap one — proxy_benchmarks=[…] names the benchmarks to run")
+
+
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
     """The tables: selection.csv, predictions.csv, tier_ranking.csv, seeds.csv, cost.csv, ledger.json and, with a
     validation, validation.csv, ceiling.json and paired.csv."""

@@ -90,15 +90,16 @@ def rank(call: RankCall, echo: Callable[..., None] = print) -> RankRun:
 
 def print_result(run: RankRun, prepared: Prepared) -> None:
     from gate.ranking.budget import shown
-    from gate.ranking.pipeline import benchmarks_run_line, compute_line, predicted_footnote, seed_agreement_line
+    from gate.ranking.pipeline import benchmarks_run_line, compute_line, predicted_footnote, rule_line, seed_agreement_line
 
     result = run.result
     print(f"[gate] predicted ranking on tier {prepared.plan.tier.name} ({result.source}'s: {result.why}):")
     for enc, row in result.tier_ranking.iterrows():
         print(f"  {int(row['rank']):>2}. {enc:<24} mean rank {row['mean_rank']:.2f}†")
     print(f"  {predicted_footnote(result)}")
-    if (line := benchmarks_run_line(result)) is not None:
-        print(line)
+    for line in (benchmarks_run_line(result), rule_line(result)):
+        if line is not None:
+            print(line)
     print(seed_agreement_line(result))
     print(compute_line(result))
     if result.ledger.overrun():
