@@ -228,10 +228,11 @@ def test_a_family_no_run_measured_gets_the_margin_of_families_left_out_whole():
         obs.append(Observation(f, per_step, 5.0, math.nan, 10.0, 0.0))
     model = CostModel(obs)
     assert sorted(model.errors()["new family"]) == pytest.approx([10 / 13] * 3 + [1.3] * 3)
-    assert model.margin("fitted", "detection") == pytest.approx(1.3)
-    assert model.margin("fitted", "classification") < 1.3
+    assert model.predict(RunFeatures("new", "det", "detection", 1e6, 32.0 ** 2, 16)).basis == "new family"
+    assert model.margin("new family") == pytest.approx(1.3)
+    assert model.margin("fitted") < 1.3
     assert "a family not measured ×1.30 (6 run(s), each family left out)" in model.margin_line()
-    assert CostModel(obs[:3]).margin("fitted", "segmentation") == MARGIN_MAX
+    assert CostModel(obs[:3]).margin("new family") == MARGIN_MAX
 
 
 def test_a_plan_fits_its_blocks_with_the_margin_and_plans_their_predictions():

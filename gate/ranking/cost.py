@@ -13,8 +13,8 @@ predicts them for a run not made yet:
 1. the same encoder on the same benchmark, measured before (this machine, this protocol): their median;
 2. else a regression on the runs measured here: ``log per_step ~ log params + log (pixels × batch)`` (+ a term per
    task family when two families or more are measured, coded as deviations from their mean, so that a family not
-   measured yet is priced at the mean of those measured), least squares with a ridge, and the fixed and validation
-   seconds as the median of the same family's runs (all runs' where the family has none);
+   measured yet is priced at the mean of those measured: basis ``new family``), least squares with a ridge, and
+   the fixed and validation seconds as the median of the same family's runs (all runs' where the family has none);
 3. else the cold start: :data:`COLD` (seconds on a CPU core, the slow case), deliberately high, so a plan made before
    anything ran spends less than its budget rather than more, and is re-planned after every run with what it cost.
 
@@ -84,7 +84,7 @@ class Costs:
     per_step: float
     fixed: float
     per_validation: float
-    basis: str                   # "measured" (this encoder × benchmark) | "fitted" | "cold start"
+    basis: str                   # "measured" (this encoder × benchmark) | "fitted" | "new family" | "cold start"
 
     def seconds(self, steps: float, validations: float, tests: float = 0.0) -> float:
         return self.fixed + steps * self.per_step + (validations + tests) * self.per_validation
@@ -102,8 +102,8 @@ class Observation:
     @property
     def seconds(self) -> float:
         """The run's seconds less its test pass: what :meth:`Costs.seconds` predicts for its steps and validations."""
-        val = self.validations * self.per_validation if self.validations else 0.0
-        return self.fixed + self.steps * self.per_step + val
+        per_val = self.per_validation if self.validations else 0.0  # (NaN where it never validated)
+        return Costs(self.per_step, self.fixed, per_val, "measured").seconds(self.steps, self.validations)
 
 
 def test_passes(config: Mapping[str, Any], split_rows: Mapping[str, Any] | None = None) -> float:
@@ -204,28 +204,32 @@ class CostModel:
             family = [o for o in self.observations if o.features.family == f.family] or self.observations
             per_val = self._median([o.per_validation for o in family])
             return Costs(per_step, self._median([o.fixed for o in family]),
-                         per_val if math.isfinite(per_val) else COLD["per_validation"], "fitted")
+                         per_val if math.isfinite(per_val) else COLD["per_validation"], self._fitted(f))
         if self.observations:  # one or two runs measured: scale the nearest by its load
             near = min(self.observations, key=lambda o: abs(math.log(o.features.load) - math.log(f.load)))
             per_val = near.per_validation if math.isfinite(near.per_validation) else COLD["per_validation"]
-            return Costs(near.per_step * f.load / near.features.load, near.fixed, per_val, "fitted")
+            return Costs(near.per_step * f.load / near.features.load, near.fixed, per_val, self._fitted(f))
         return Costs(COLD["per_step_per_mparam_image"] * f.load, COLD["fixed"], COLD["per_validation"], "cold start")
 
     def measures(self, family: str) -> bool:
         """Whether a run of ``family`` was measured (else the family is priced at the measured families' mean)."""
         return any(o.features.family == family for o in self.observations)
 
-    def margin(self, basis: str, family: str | None = None) -> float:
+    def _fitted(self, f: RunFeatures) -> str:
+        """The basis of a fitted price: :data:`NEW_FAMILY` where no run of its family was measured."""
+        return "fitted" if self.measures(f.family) else NEW_FAMILY
+
+    def margin(self, basis: str) -> float:
         """What a plan multiplies a prediction of ``basis`` by before fitting it into the budget: the
         :data:`MARGIN_QUANTILE` of actual/predicted seconds over the store's runs, each predicted by the model fitted
         without it (:meth:`errors`), of that basis where at least :data:`MARGIN_MIN_RUNS` are, else of every basis;
-        between 1 and :data:`MARGIN_MAX`. Too few runs to say: :data:`COLD_MARGIN`. A ``family`` no run measured is
-        priced at the others' mean, which errs most: its margin is that of each measured family's runs predicted
-        with the whole family left out (:data:`MARGIN_MAX` where fewer than :data:`MARGIN_MIN_RUNS`). The cold
-        start's margin is in its prediction already (1 here)."""
+        between 1 and :data:`MARGIN_MAX`. Too few runs to say: :data:`COLD_MARGIN`. A :data:`NEW_FAMILY` price (a
+        family no run measured, priced at the others' mean) errs most: its margin is that of each measured family's
+        runs predicted with the whole family left out (:data:`MARGIN_MAX` where fewer than :data:`MARGIN_MIN_RUNS`).
+        The cold start's margin is in its prediction already (1 here)."""
         if basis == "cold start":
             return 1.0
-        if family is not None and not self.measures(family):
+        if basis == NEW_FAMILY:
             return self._new_family_margin()
         ratios = self.errors()
         pooled = ratios.get(basis, [])
@@ -264,6 +268,8 @@ class CostModel:
 
     def _ratio(self, o: Observation, others: CostModel | list[Observation], key: str | None = None) -> None:
         costs = (others if isinstance(others, CostModel) else CostModel(others)).predict(o.features)
+        if key is None and costs.basis == NEW_FAMILY:
+            return  # the only run of its family: counted where its family is left out whole
         predicted = costs.seconds(o.steps, o.validations)
         if costs.basis != "cold start" and predicted > 0 and math.isfinite(predicted) and math.isfinite(o.seconds):
             self._ratios.setdefault(key or costs.basis, []).append(o.seconds / predicted)

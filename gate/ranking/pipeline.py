@@ -36,7 +36,7 @@ from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
 from gate.ranking.complete import kendall
-from gate.ranking.cost import COLD_MARGIN, NEW_FAMILY, CostModel, RunFeatures, observation, test_passes
+from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
 from gate.settings import AUTO, yaml_defaults
@@ -462,10 +462,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
         """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at)."""
-        features = run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan))
-        costs = model.predict(features)
-        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis, features.family) \
-            if bound else 1.0
+        costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
+        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
         return margin * costs.seconds(steps, steps // max(val_every, 1))
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
@@ -504,8 +502,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                     ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
                 else:
                     exp = exp_of(bench, request.proxy_seeds[0], enc)
-                    features = run_features(exp, params.get(enc, math.nan))
-                    costs = model.predict(features)
+                    costs = model.predict(run_features(exp, params.get(enc, math.nan)))
                     # the cold start's fixed seconds hold a full run's test pass (measured on full runs); a model
                     # learnt from proxy runs, which never test, does not: their test pass is added at their price
                     dataset = str(exp.config["dataset"].get("name"))
@@ -513,8 +510,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                         if costs.basis != "cold start" else 0.0
                     ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
                         full_steps[bench], full_steps[bench] // every, tests))
-                    ledger.full_basis[key] = NEW_FAMILY if costs.basis == "fitted" \
-                        and not model.measures(features.family) else costs.basis
+                    ledger.full_basis[key] = costs.basis
         return ledger.full_seconds or math.nan
 
     full_seconds = predict_full()
