@@ -34,15 +34,17 @@ class MetricInfo:
     high: float = math.inf
     citation: str = ""
     description: str = ""
+    no_skill: float | None = None  # what a predictor without information about the target scores, where it is a
+                                   # constant of the metric (r2 0, AUC 0.5); None where it depends on the data
 
 
 METRICS: dict[str, MetricInfo] = {}
 
 
 def register(name: str, higher_is_better: bool, low: float = -math.inf, high: float = math.inf,
-             citation: str = "", description: str = "") -> MetricInfo:
+             citation: str = "", description: str = "", no_skill: float | None = None) -> MetricInfo:
     """Add a metric name (a user's own adapter or score registers its metrics the same way)."""
-    info = MetricInfo(name, bool(higher_is_better), low, high, citation, description)
+    info = MetricInfo(name, bool(higher_is_better), low, high, citation, description, no_skill)
     known = METRICS.get(name)
     if known is not None and known.higher_is_better != info.higher_is_better:
         raise ValueError(f"metric {name!r} is already registered as "
@@ -68,8 +70,9 @@ register("acc@1_ci95", False, 0.0, 1.0,
          citation="Meta-Dataset (Triantafillou et al., ICLR 2020): meta_dataset/trainer.py, 1.96 * np.std / sqrt(n)",
          description="few-shot: half-width of the 95% confidence interval of the mean per-episode accuracy, "
                      "1.96 * std (ddof 0) / sqrt(episodes); lower = a more precise estimate")
-register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class)")
-register("auc_macro", True, 0.0, 1.0, description="area under the ROC curve, macro-averaged over classes")
+register("auc", True, 0.0, 1.0, description="area under the ROC curve (one class)", no_skill=0.5)
+register("auc_macro", True, 0.0, 1.0, description="area under the ROC curve, macro-averaged over classes",
+         no_skill=0.5)
 register("aps", True, 0.0, 1.0, description="average precision (one class)")
 register("aps_macro", True, 0.0, 1.0, description="average precision, macro-averaged over classes")
 register("auc_classes", True, 0.0, description="how many classes entered auc_macro and aps_macro: those with at least "
@@ -84,7 +87,7 @@ register("mae", False, 0.0, description="mean absolute error")
 register("mse", False, 0.0, description="mean squared error")
 register("r2", True, high=1.0, citation="coefficient of determination (torchmetrics.R2Score)",
          description="1 - MSE / variance of the split's targets: 1 perfect, 0 no better than predicting the split's "
-                     "mean, negative worse")
+                     "mean, negative worse", no_skill=0.0)
 
 # --- transferability scores (gate-score; higher predicts better transfer) ---------------------------------
 register("logme", True, citation="You et al., ICML 2021")

@@ -220,3 +220,52 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     assert ledger["full_seconds"] > 1.5 * ledger["planned_full_seconds"]       # ... and so does the full tier
     assert ledger["planned_fraction"] > 0.2 / (2.0 / COLD_MARGIN)               # the plan would have overspent
     assert ledger["fraction"] <= 0.2 + 1e-9 and "OVER THE BUDGET" not in out.stdout
+
+
+def test_a_benchmark_no_encoder_learns_is_left_out_of_the_ranking_and_the_plan_moves_on(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """The stated rule (no history) runs the cheapest benchmark, fmnist_video_speed (16-step full runs), alone: digits
+    does not fit beside it. Every encoder's validation r2 stays below 0.05, so that benchmark is left out of the
+    ranking (its values listed as 'no skill', its seconds counted); its runs cost a quarter of their prediction, so
+    the re-plan adds digits, and the ranking is digits' order (the faked runs make it the reverse of the run
+    order)."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        speed = block.benchmark == "fmnist_video_speed"
+        out = []
+        for i, enc in enumerate(order):
+            value = 0.01 * i - 0.1 if speed else 0.3 + 0.2 * i
+            seconds = planned[enc] / 4  # cheaper than predicted: the re-plan finds room for digits
+            facts = {"wall_seconds": seconds, "global_step": block.steps}
+            out.append(ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.benchmark}{enc}",
+                                "r2" if speed else "acc@1", True, value, value, value, value, "last value",
+                                seconds, planned[enc], False, facts))
+        return out
+
+    monkeypatch.setattr(pipeline, "run_block", block)
+    doc = dict(TINY, benchmarks=[{"dataset": "fmnist_video_speed",
+                                  "overrides": {"trainer.max_steps": 16, "trainer.val_check_interval": 4}}, "digits"],
+               overrides={**TINY["overrides"], "trainer.max_steps": 160, "trainer.val_check_interval": 40})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    root = tmp_path / "root"
+    args = [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.5", "n_boot=5", "baseline_scores=[]", "prior=[]",
+            "history=[store]", "proxy_seeds=[100]", "static=[params]"]
+    out = call_cli(rank.main, args, capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "fmnist_video_speed left out of the ranking: no encoder learnt it (best validation r2 -0.08" in out.stdout
+    assert "added when re-planned: digits; left out of the ranking, no encoder learnt it: fmnist_video_speed" \
+        in out.stdout
+    report = next((root / "reports").glob("rank-tiny-*"))
+    import pandas as pd
+
+    ranking = pd.read_csv(report / "tier_ranking.csv", index_col=0)
+    assert list(ranking.index) == list(reversed(POOL.split("=")[1].split(",")))  # digits' values alone
+    predictions = pd.read_csv(report / "predictions.csv")
+    assert set(predictions.loc[predictions.benchmark == "fmnist_video_speed", "source"]) == {"no skill"}
+    selection = pd.read_csv(report / "selection.csv").set_index("benchmark")
+    assert selection.loc["fmnist_video_speed", "ran"] and "left out of the ranking" in selection.loc[
+        "fmnist_video_speed", "why"]
+    assert selection.loc["digits", "ran"]

@@ -555,3 +555,22 @@ def test_a_proxy_run_is_read_by_the_tier_metric_where_the_checkpoint_monitors_an
     old = {**row, "facts": {"val_curve": mae}}
     monitor, hib, best, *_ = read_run([old], full_steps=64)
     assert (monitor, hib, best) == ("mae", False, 4.55)
+
+
+def _runs(monitor: str, bests: list[float]) -> list:
+    from gate.ranking.proxy import ProxyRun
+
+    return [ProxyRun(f"e{i}", "b", 100, 8, f"x{i}", monitor, True, v, v, v, v, "last value", 1.0, 1.0, False, {})
+            for i, v in enumerate(bests)]
+
+
+def test_a_benchmark_no_encoder_learnt_is_named_by_its_metrics_no_skill_value():
+    """r2's no skill is 0 and its best 1, so the bar is 0.05 (5 % of the way); AUC's is 0.5 → 0.525; accuracy's no
+    skill is the data's chance rate, not a constant of the metric, so it is never judged."""
+    from gate.ranking.proxy import no_skill
+
+    assert "best validation r2 0.04" in no_skill(_runs("r2", [-0.2, 0.01, 0.04]))
+    assert no_skill(_runs("r2", [-0.2, 0.01, 0.06])) is None
+    assert no_skill(_runs("val/auc_macro", [0.49, 0.52])) is not None
+    assert no_skill(_runs("val/auc_macro", [0.49, 0.53])) is None
+    assert no_skill(_runs("acc@1", [0.1, 0.1, 0.1])) is None

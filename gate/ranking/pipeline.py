@@ -38,7 +38,7 @@ from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
 from gate.ranking.complete import kendall
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
-from gate.ranking.proxy import ProxyContext, ProxyRun, run_block
+from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, run_block
 from gate.settings import AUTO, yaml_defaults
 
 MIN_ENCODERS = 3
@@ -401,7 +401,8 @@ class RankResult:
     plan: planning.Plan
     selection: Any                      # gate.ranking.select.Selection (None for prior / static plans)
     runs: list[ProxyRun]
-    predictions: pd.DataFrame           # encoder, benchmark, value, lo, hi, source (observed | completed | fallback | full)
+    predictions: pd.DataFrame           # encoder, benchmark, value, lo, hi, source (observed | completed | fallback |
+                                        # full | prior | no skill)
     seeds: pd.DataFrame                 # per proxy seed: each encoder's tier rank; agreement in attrs
     prior_ranking: pd.Series | None     # lower is better
     static_rankings: dict[str, pd.Series]
@@ -411,6 +412,7 @@ class RankResult:
     dropped: list[str]
     full_ranked: list[str]              # benchmarks ranked by their stored full runs (no proxy)
     truth: History | None = None
+    unlearnt: dict[str, str] = dataclasses.field(default_factory=dict)  # benchmark → why its runs rank nothing
     validation: pd.DataFrame | None = None
     ceiling: dict[str, Any] = dataclasses.field(default_factory=dict)
     paired: pd.DataFrame | None = None
@@ -522,9 +524,15 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                      if request.prior and scored_benches else 0.0)
 
     chooser = select.Chooser(history, candidates, groups=groups, min_per_family=request.min_per_family)
+    unlearnt: dict[str, str] = {}  # benchmarks whose proxy runs no encoder learnt (proxy.no_skill): never re-chosen
 
     def choose(cost: Mapping[str, float], affordable: float) -> Any:
-        return _selection(request, chooser, history, candidates, cost, affordable, n_boot=0)
+        if not unlearnt:
+            return _selection(request, chooser, history, candidates, cost, affordable, n_boot=0)
+        # priced out, so the rule takes its group's next cheapest; and never chosen, whatever the selection says
+        sel = _selection(request, chooser, history, candidates,
+                         {b: math.inf if b in unlearnt else c for b, c in cost.items()}, affordable, n_boot=0)
+        return dataclasses.replace(sel, chosen=tuple(b for b in sel.chosen if b not in unlearnt))
 
     if candidates:
         the_plan = planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
@@ -582,6 +590,11 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             if r.facts.get("split_rows"):
                 rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
         runs.extend(got)
+        why_not = no_skill(got)
+        if why_not and block.benchmark not in unlearnt:
+            unlearnt[block.benchmark] = why_not
+            ctx.echo(f"[gate] rank  {block.benchmark} left out of the ranking: {why_not}; re-planned without it "
+                     f"(its seconds count)", flush=True)
         predict_full()
 
     def replan(done_pairs: frozenset, fraction: float) -> planning.Plan:
@@ -604,16 +617,25 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                  + (f" dropped {', '.join(f'{b} seed {s}' for s, b in dropped_blocks)}" if dropped_blocks else "")
                  + (f" added {', '.join(f'{b} seed {s}' for s, b in added)}" if added else ""), flush=True)
 
-    # the ranking
-    predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(runs, pool, candidates, full_ranked, truth_pool,
-                                                                    history, selection, done)
+    # the ranking: every run but those of a benchmark no encoder learnt (their values are listed, not ranked)
+    ranked_runs = [r for r in runs if r.benchmark not in unlearnt]
+    predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(ranked_runs, pool, candidates, full_ranked,
+                                                                    truth_pool, history, selection, done)
+    if unlearnt:
+        predictions = pd.concat([predictions, pd.DataFrame([
+            {"encoder": r.encoder, "benchmark": r.benchmark, "seed": r.seed, "value": r.value, "lo": r.lo, "hi": r.hi,
+             "source": "no skill", "method": r.method, "steps": r.steps, "best": r.best}
+            for r in runs if r.benchmark in unlearnt])], ignore_index=True)
     history_tau = selection.tau if selection is not None else math.nan
     seed_rankings = [seeds_table[c] for c in seeds_table.columns]
-    decision = priors.decide(proxy_ran=bool(runs) or bool(full_ranked),
+    decision = priors.decide(proxy_ran=bool(ranked_runs) or bool(full_ranked),
                              seed_agreement=priors.agreement(seed_rankings) if len(seed_rankings) > 1 else math.nan,
                              history_tau=history_tau, prior_available=prior_ranking is not None and any(
                                  k.startswith("score:") for k in prior_components),
                              prior_history_tau=math.nan, static_available=bool(static))
+    if runs and not ranked_runs and not full_ranked:
+        decision = priors.Decision(decision.source, f"no encoder learnt any benchmark the proxy ran "
+                                                    f"({', '.join(unlearnt)})")
     if decision.source == "proxy" and proxy_rank is not None:
         final = proxy_rank
     elif decision.source in ("prior", "static") and prior_ranking is not None:
@@ -630,7 +652,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         ctx.echo(f"[gate] rank  outside the history's range, ranked by their observed benchmarks: {', '.join(flagged)}",
                  flush=True)
     result = RankResult(tier_ranking, decision.source, decision.why, the_plan, selection, runs, predictions,
-                        seeds_table, prior_ranking, static, scores, degenerate, ledger, dropped, full_ranked, truth_pool)
+                        seeds_table, prior_ranking, static, scores, degenerate, ledger, dropped, full_ranked, truth_pool,
+                        dict(unlearnt))
     if request.validate and complete_truth and len(truth_pool.values.dropna().index) == len(pool):
         validated = [b for b in complete_truth if b in candidates] or complete_truth
         result.validation, result.ceiling, result.paired = validate(result, truth_pool, validated, pool, request,
@@ -952,10 +975,14 @@ def compute_line(result: RankResult) -> str:
 ADDED_WHY = "added when re-planned: the costs measured left budget for it"
 
 
-def selection_rows(sel: Any, ran: Sequence[str], also: Iterable[str] = ()) -> list[dict[str, Any]]:
-    """One row per benchmark the selection chose or the proxy ran (then ``also``): whether chosen, whether run, why."""
+def selection_rows(sel: Any, ran: Sequence[str], also: Iterable[str] = (),
+                   unlearnt: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """One row per benchmark the selection chose or the proxy ran (then ``also``): whether chosen, whether run, why
+    (and, for a benchmark no encoder learnt, that it was left out of the ranking)."""
+    unlearnt = unlearnt or {}
     return [{"benchmark": b, "chosen": b in sel.chosen, "ran": b in ran,
-             "why": sel.why.get(b, "") or (ADDED_WHY if b in ran else "")}
+             "why": (sel.why.get(b, "") or (ADDED_WHY if b in ran else ""))
+             + (f"; left out of the ranking: {unlearnt[b]}" if b in unlearnt else "")}
             for b in dict.fromkeys([*sel.chosen, *ran, *also])]
 
 
@@ -968,7 +995,9 @@ def benchmarks_run_line(result: RankResult) -> str | None:
     added = [b for b in ran if b not in sel.chosen]
     dropped = [b for b in sel.chosen if b not in ran]
     changes = "".join([f"; added when re-planned: {', '.join(added)}" if added else "",
-                       f"; chosen, not run: {', '.join(dropped)}" if dropped else ""])
+                       f"; chosen, not run: {', '.join(dropped)}" if dropped else "",
+                       f"; left out of the ranking, no encoder learnt it: {', '.join(result.unlearnt)}"
+                       if result.unlearnt else ""])
     return (f"[gate] benchmarks run: {', '.join(ran) or 'none'} ({sel.method}: {', '.join(sel.chosen) or 'none'}"
             f"{changes}; held-out τ on the history {shown(sel.tau)}, completion "
             f"{'used' if sel.use_completion else 'not used'})")
@@ -976,13 +1005,16 @@ def benchmarks_run_line(result: RankResult) -> str | None:
 
 def rule_line(result: RankResult) -> str | None:
     """Where the selection fell back to its stated rule (no usable history), what that rule cannot see and how to
-    choose instead (None otherwise): on pool C it ran a benchmark no encoder learns at that length (docs/ranking.md)."""
+    choose instead (None otherwise): on pool C it ran a benchmark no encoder learns at that length (docs/ranking.md);
+    the no-skill guard (:func:`gate.ranking.proxy.no_skill`) catches such a benchmark only after its runs, and only
+    where its metric has a constant no-skill value."""
     sel = result.selection
     if sel is None or sel.method != "rule" or not sel.chosen:
         return None
     return ("[gate] rule: no usable history (other encoders' full runs of these benchmarks; the pool's own never "
-            "count), so one benchmark per paper group, cheapest first: it cannot tell a benchmark no encoder learns at "
-            "this length from a cheap one — proxy_benchmarks=[…] names the benchmarks to run")
+            "count), so one benchmark per paper group, cheapest first: before its runs it cannot tell a benchmark no "
+            "encoder learns at this length from a cheap one (after them, one whose metric has a no-skill value, r2 or "
+            "AUC, is left out) — proxy_benchmarks=[…] names the benchmarks to run")
 
 
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
@@ -996,7 +1028,7 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
                  "held_out_tau": sel.tau, "held_out_tau_completed": sel.tau_completed,
                  "held_out_tau_plain": sel.tau_plain, "completion_used": sel.use_completion,
                  "history_fingerprint": sel.fingerprint, "history_encoders": sel.history_encoders}
-                for row in selection_rows(sel, result.benchmarks_run, also=sel.stability)]
+                for row in selection_rows(sel, result.benchmarks_run, also=sel.stability, unlearnt=result.unlearnt)]
         files["selection"] = out / "selection.csv"
         pd.DataFrame(rows).to_csv(files["selection"], index=False)
     files["predictions"] = out / "predictions.csv"

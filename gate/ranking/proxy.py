@@ -6,6 +6,9 @@ that it validates ``val_points`` times, ``evaluate_test=false`` (a proxy run rec
 split is never evaluated) and ``keep_checkpoints=none`` (nothing continues from it). Each run is an ordinary
 experiment in the results store (its step count and validation interval are part of its id): a rerun reads it back.
 
+A benchmark whose runs no encoder lifts above its metric's no-skill value (:func:`no_skill`: r2 0, AUC 0.5) ranks
+nothing but its noise: gate-rank leaves it out of the ranking and re-plans without it (its seconds still count).
+
 Its value is the validation curve of the metric the tier ranks the benchmark by — ``facts.tier_val_curve`` where
 that is not the checkpoint monitor, else the monitor's ``facts.val_curve`` — extrapolated to the full run's steps
 (:func:`gate.ranking.curves.extrapolate`); a run recorded without a curve is ranked by its best validation value.
@@ -58,6 +61,35 @@ class ProxyContext:
     records: Callable[[], list[dict[str, Any]]]
     runs_dir: Path
     echo: Callable[..., None] = print
+
+
+#: A benchmark's proxy runs rank nothing when no encoder's best validation value gets this share of the way from
+#: its metric's no-skill value to the metric's best (r2: 0.05; AUC: 0.525). Set before pool E was measured
+#: (docs/ranking.md), after pool C showed a benchmark no encoder learns; never tuned on a pool's results.
+NO_SKILL_SHARE = 0.05
+
+
+def no_skill(runs: Sequence[ProxyRun]) -> str | None:
+    """Why one benchmark's proxy runs (one block) rank nothing — no encoder got :data:`NO_SKILL_SHARE` of the way
+    from the metric's no-skill value to its best — or None: some encoder did, or the metric declares no constant
+    no-skill value (accuracy's is the data's chance rate, not the metric's)."""
+    from gate.metrics import lookup
+
+    info = lookup(runs[0].monitor) if runs else None
+    if info is None or info.no_skill is None:
+        return None
+    perfect = info.high if info.higher_is_better else info.low
+    if not math.isfinite(perfect):
+        return None
+    bar = info.no_skill + NO_SKILL_SHARE * (perfect - info.no_skill)
+    values = [r.best for r in runs if math.isfinite(r.best)]
+    if not values:
+        return None
+    top = max(values) if info.higher_is_better else min(values)
+    if (top > bar) if info.higher_is_better else (top < bar):
+        return None
+    return (f"no encoder learnt it (best validation {info.name} {top:.3g} of {len(values)} runs; no skill is "
+            f"{info.no_skill:g}, the bar {bar:g} is {NO_SKILL_SHARE:.0%} of the way to {perfect:g})")
 
 
 def proxy_overrides(steps: int, val_every: int) -> list[str]:

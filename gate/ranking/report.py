@@ -53,7 +53,7 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
     sel = result.selection
     if sel is not None:
         rows = pd.DataFrame([{**row, "stability": sel.stability.get(row["benchmark"], math.nan)}
-                             for row in selection_rows(sel, result.benchmarks_run)])
+                             for row in selection_rows(sel, result.benchmarks_run, unlearnt=result.unlearnt)])
         parts.append(f"<h2>Benchmarks chosen and run ({html.escape(sel.method)})</h2><p class=note>History: "
                      f"{sel.history_encoders} encoders, fingerprint {html.escape(sel.fingerprint)}; held-out τ "
                      f"{shown(sel.tau)} (completed {shown(sel.tau_completed)}, plain {shown(sel.tau_plain)}; completion "
