@@ -5,7 +5,7 @@ them), then gate-rank (v2) at a budget beside its baselines, and the table (docs
     .venv/bin/python measurements/rank_validation.py --root /tmp/rv_a --pool A --seeds 3 \
         --variant "" --variant "proxy_benchmarks=first" --proxy-seeds 100 101 102
 
-``--pool`` names one of the pools docs/ranking.md measures (A, B, C, D: their encoders and benchmarks); ``--encoders``
+``--pool`` names one of the pools docs/ranking.md measures (A–E: their encoders and benchmarks); ``--encoders``
 and ``--benchmarks`` give another, ``--pool-file`` reads them from a YAML file (``encoders: [...]``, ``benchmarks:
 [...]``). Each ``--variant`` is one gate-rank call with those overrides; ``--proxy-seeds`` are the proxy's (outside the
 truth's seeds).
@@ -27,7 +27,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-#: The pools of docs/ranking.md: A (the v1 design pool), B and C (v1's independent checks), D (pre-registered for v2).
+#: The pools of docs/ranking.md: A (the v1 design pool), B and C (v1's independent checks), D and E (pre-registered for
+#: v2; E on a GPU, with the no-skill guard).
 POOLS = {
     "A": (["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2", "resnet18_scratch", "resnet50_scratch",
            "vit_tiny_scratch", "minilm", "resemblyzer"],
@@ -41,11 +42,17 @@ POOLS = {
     "D": (["efficientnet_lite1", "efficientnet_lite2", "resnet50_scratch", "efficientnetv2_scratch", "vit_tiny_scratch",
            "flexivit_scratch", "minilm", "resemblyzer"],
           ["fashion_mnist", "fmnist_multilabel", "fmnist_pairs", "fmnist_relational", "fmnist_video"]),
+    "E": (["efficientnet_lite0", "efficientnet_lite2", "resnet18_scratch", "efficientnetv2_scratch", "vit_tiny_scratch",
+           "vit_base_scratch", "flexivit_scratch", "resemblyzer"],
+          ["digits", "fmnist_fewshot", "fmnist_multilabel", "fmnist_pairs", "fmnist_video_speed"]),
 }
 POOL = POOLS["A"][0]
 DEMO_ENTRIES = {e["dataset"]: e for e in (x if isinstance(x, dict) else {"dataset": x} for x in yaml.safe_load(
     (Path(__file__).resolve().parents[1] / "conf" / "tier" / "demo.yaml").read_text())["benchmarks"])}
 BASELINES = ["knn_acc", "linear_probe_acc", "logme"]
+#: Entry overrides a benchmark needs under this protocol: the few-shot stand-in's training split is 5 classes × 300
+#: images and its cap keeps whole classes, so the protocol's 1,000 would leave 3 of the 5 ways an episode needs.
+PROTOCOL_ENTRY = {"fmnist_fewshot": {"data.max_train_samples": None}}
 
 
 def tier_yaml(args) -> str:
@@ -57,7 +64,7 @@ def tier_yaml(args) -> str:
              "  callbacks.grad_norms.enabled: false", "score_overrides:",
              f"  max_samples: {args.score_samples}", "benchmarks:"]
     for b in args.benchmarks:  # a demo-tier benchmark keeps that tier's own entry overrides (few-shot episode sizes)
-        own = DEMO_ENTRIES.get(b, {}).get("overrides")
+        own = {**(DEMO_ENTRIES.get(b, {}).get("overrides") or {}), **PROTOCOL_ENTRY.get(b, {})}
         lines.append(f"  - {{dataset: {b}, overrides: {json.dumps(own)}}}" if own else f"  - {b}")
     return "\n".join(lines) + "\n"
 
