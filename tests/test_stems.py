@@ -202,3 +202,15 @@ def test_a_pretrained_hugging_face_body_fine_tunes_in_training_mode():
     model = GATEModel(body, LinearClassifier(feature_dim=body.feature_dim, num_classes=4),
                       optimizer=partial(torch.optim.AdamW, lr=1e-5))
     assert all(module.training for module in model.modules())
+
+
+def test_a_frozen_bodys_rnn_runs_in_training_mode_so_cudnn_can_backpropagate_into_the_stem():
+    """A frozen body runs in eval mode (no dropout), but cuDNN backpropagates through an RNN only in training mode
+    ("cudnn RNN backward can only be called in training mode": resemblyzer's stem on an H200, pool E): an RNN
+    without dropout computes the same in either mode, so it alone stays in training mode."""
+    encoder = StemmedEncoder(ResemblyzerEncoder(pretrained=False), image_size=32, patch_size=8, freeze_body=True)
+    seen = {}
+    lstm = encoder.body.lstm
+    lstm.register_forward_pre_hook(lambda module, args: seen.update(lstm=module.training))
+    encoder.train()({"image": torch.randn(2, 3, 32, 32)})
+    assert seen == {"lstm": True} and lstm.dropout == 0

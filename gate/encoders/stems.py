@@ -118,6 +118,9 @@ class StemmedEncoder(GATEEncoder):
             # A frozen body runs without dropout; its mode is restored after the call (Lightning warns about
             # submodules left in eval mode when fitting starts).
             self.body.eval()
+            for module in self.body.modules():  # an RNN without dropout computes the same in training mode, and
+                if isinstance(module, nn.RNNBase) and not module.dropout:  # cuDNN backpropagates (into the stem)
+                    module.train()                                         # through an RNN only in that mode
             try:
                 out = self.body.encode_embeddings(embeds)
             finally:
