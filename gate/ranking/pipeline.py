@@ -590,7 +590,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             if r.facts.get("split_rows"):
                 rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
         runs.extend(got)
-        why_not = no_skill(got)
+        why_not = no_skill([r for r in runs if r.benchmark == block.benchmark])  # every seed's runs of it so far
         if why_not and block.benchmark not in unlearnt:
             unlearnt[block.benchmark] = why_not
             ctx.echo(f"[gate] rank  {block.benchmark} left out of the ranking: {why_not}; re-planned without it "

@@ -70,9 +70,9 @@ NO_SKILL_SHARE = 0.05
 
 
 def no_skill(runs: Sequence[ProxyRun]) -> str | None:
-    """Why one benchmark's proxy runs (one block) rank nothing — no encoder got :data:`NO_SKILL_SHARE` of the way
-    from the metric's no-skill value to its best — or None: some encoder did, or the metric declares no constant
-    no-skill value (accuracy's is the data's chance rate, not the metric's)."""
+    """Why one benchmark's proxy runs (every seed's so far) rank nothing — no encoder got :data:`NO_SKILL_SHARE` of
+    the way from the metric's no-skill value to its best — or None: some encoder did, or the metric declares no
+    constant no-skill value (accuracy's is the data's chance rate, not the metric's)."""
     from gate.metrics import lookup
 
     info = lookup(runs[0].monitor) if runs else None
