@@ -24,8 +24,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gate.analysis.ranks import kendall  # noqa: E402
 from gate.metrics import lookup, monitor_mode  # noqa: E402
-from gate.ranking.complete import kendall  # noqa: E402
 from gate.ranking.curves import extrapolate  # noqa: E402
 from gate.settings import default_path  # noqa: E402
 

@@ -36,6 +36,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from gate.analysis.ranks import kendall  # noqa: E402
 from gate.ranking import complete, select  # noqa: E402
 from gate.ranking.history import History, from_table  # noqa: E402
 
@@ -71,7 +72,7 @@ def one_split(history_all: History, pool: list[str], bench: list[str], k: int, r
         return complete.mean_rank(values[chosen].to_numpy()), values[chosen].mean(axis=1)
 
     def graded(rank: np.ndarray, score: pd.Series, lo: pd.Series | None = None, hi: pd.Series | None = None) -> dict:
-        out = {"tau": complete.kendall(-rank, -truth_rank),
+        out = {"tau": kendall(-rank, -truth_rank),
                "error_points": float((score - truth_score).abs().mean() * 100),
                "predicted": {e: round(float(score[e]), 4) for e in pool},
                "truth": {e: round(float(truth_score[e]), 4) for e in pool}}

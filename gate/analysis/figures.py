@@ -30,6 +30,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from gate.analysis.ranks import spearman
 from gate.forked import children_for, map_forked, sendable
 
 DPI = 110
@@ -121,7 +122,7 @@ def order_columns(ranks: pd.DataFrame, reference: str) -> list[str]:
     ref = ranks[reference]
     with warnings.catch_warnings():  # constant columns: similarity undefined, they go last
         warnings.simplefilter("ignore")
-        sim = ranks.apply(lambda col: col.corr(ref, method="spearman"))
+        sim = ranks.apply(lambda col: spearman(col, ref))
     sim = sim.fillna(-2.0)
     sim[reference] = 2.0
     return list(sim.sort_values(ascending=False, kind="stable").index)

@@ -32,6 +32,7 @@ import pandas as pd
 
 from gate.analysis.load import first_nonempty
 from gate.analysis.meta import BenchmarkMeta, OutsideRange, choose_tier_metric, note_of, range_fix, tier_scale
+from gate.analysis.ranks import kendall, spearman
 
 #: ``tiers_benchmarks.csv``'s ``entered_as`` for a benchmark whose values fall outside its metric's range.
 NOT_ENTERED = "not entered: a value outside the metric's range"
@@ -224,10 +225,8 @@ def compare_with_published(tiers_table: pd.DataFrame, aggregates: pd.DataFrame |
         both = pd.concat([ours[col], theirs], axis=1, join="inner").dropna()
         if len(both) < 3:
             continue
-        from scipy import stats  # only where a tier is compared: a table without one never needs it (0.5 s)
-
         a, b = both.iloc[:, 0], both.iloc[:, 1]
         rank_diff = (a.rank(ascending=False) - b.rank(ascending=False)).abs().max()
-        rows.append({"tier": tier, "n": len(both), "spearman": stats.spearmanr(a, b)[0],
-                     "kendall": stats.kendalltau(a, b)[0], "max_rank_diff": float(rank_diff)})
+        rows.append({"tier": tier, "n": len(both), "spearman": spearman(a, b), "kendall": kendall(a, b),
+                     "max_rank_diff": float(rank_diff)})
     return pd.DataFrame(rows, columns=["tier", "n", "spearman", "kendall", "max_rank_diff"])

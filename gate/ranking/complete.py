@@ -22,6 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from gate.analysis.ranks import kendall
 from gate.ranking.history import History
 
 #: An encoder whose z-score on a run benchmark lies this far (in units of the history's z-range) outside the history's
@@ -31,19 +32,6 @@ RANGE_MARGIN = 0.25
 ALPHAS = (0.1, 0.3, 1.0, 3.0, 10.0)
 #: The interval the completed values carry.
 COVERAGE = 0.80
-
-
-def kendall(x: np.ndarray, y: np.ndarray) -> float:
-    """Kendall τ-b of two vectors (NaN for fewer than two items or a constant side); small n, no scipy call."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    if x.size < 2:
-        return math.nan
-    dx = np.sign(x[:, None] - x[None, :])
-    dy = np.sign(y[:, None] - y[None, :])
-    iu = np.triu_indices(x.size, 1)
-    dx, dy = dx[iu], dy[iu]
-    denom = math.sqrt(float(np.count_nonzero(dx)) * float(np.count_nonzero(dy)))
-    return float(np.sum(dx * dy) / denom) if denom > 0 else math.nan
 
 
 def mean_rank(values: np.ndarray) -> np.ndarray:

@@ -29,13 +29,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gate.analysis.ranks import kendall
 from gate.errors import ConfigError, GateError
 from gate.families import family
 from gate.ranking import complete, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
-from gate.ranking.complete import kendall
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, run_block

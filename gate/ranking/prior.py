@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from gate.ranking.complete import kendall
+from gate.analysis.ranks import kendall
 
 #: The static facts an encoder config may declare (``source_top1``) or a run records (``params``).
 STATIC = ("params", "source_top1")

@@ -2,7 +2,7 @@
 
 * a *ranking* is given as values per encoder where **higher is better** (a lower-is-better metric, or a mean rank,
   is negated before it gets here);
-* ``tau`` is Kendall's τ-b (:func:`gate.ranking.complete.kendall`); ``tau_w`` is scipy's ``weightedtau`` with
+* ``tau`` is Kendall's τ-b (:func:`gate.analysis.ranks.kendall`); ``tau_w`` is scipy's ``weightedtau`` with
   its default hyperbolic weigher over the ranks of the *full* values (``rank=`` the full ranking), so a swap near
   the top costs more than one near the bottom;
 * ``regret``: the full value of the truly best encoder minus the full value of the encoder the prediction puts
@@ -17,7 +17,7 @@ from collections.abc import Callable
 import numpy as np
 from scipy import stats
 
-from gate.ranking.complete import kendall
+from gate.analysis.ranks import kendall
 from gate.registry import Registry
 
 
