@@ -269,3 +269,39 @@ def test_a_benchmark_no_encoder_learns_is_left_out_of_the_ranking_and_the_plan_m
     assert selection.loc["fmnist_video_speed", "ran"] and "left out of the ranking" in selection.loc[
         "fmnist_video_speed", "why"]
     assert selection.loc["digits", "ran"]
+
+
+def test_a_prior_dearer_than_planned_re_plans_before_the_first_block_and_stays_within_the_budget(tmp_path, capsys,
+                                                                                               monkeypatch):
+    """budget=0.3 plans the prior's three feature passes (10 s each, cold) and one digits block that fills the rest;
+    the passes cost three times that, so the plan is re-made before the first block with what is left: the block no
+    longer fits and is dropped, and the call spends 0.188 (the passes) instead of ≈ 0.39 (passes and block)."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+
+    def dear_prior(plan, benchmarks, names, **kw):
+        pool = list(plan.encoders)
+        return ({n: {b: {e: float(i) for i, e in enumerate(pool)} for b in benchmarks} for n in names},
+                {f"{e} × {b}": 3 * pipeline.COLD_PASS_SECONDS for e in pool for b in benchmarks}, {})
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        return [ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
+                         0.5, 0.5, 0.5, 0.5, "last value", planned[enc], planned[enc], False,
+                         {"wall_seconds": planned[enc]}) for enc in order]
+
+    monkeypatch.setattr(pipeline, "score_values", dear_prior)
+    monkeypatch.setattr(pipeline, "run_block", block)
+    doc = dict(TINY, seeds=[0, 1, 2], overrides={**TINY["overrides"], "trainer.max_steps": 200,
+                                                  "trainer.val_check_interval": 50})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    root = tmp_path / "root"
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
+                               "prior=[knn_acc]", "history=[store]", "proxy_seeds=[100]", "n_boot=5"], capsys,
+                   prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "× digits (32 of 200 steps)" in out.stdout and "re-planned on the costs measured: dropped digits seed 100" \
+        in out.stdout
+    ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
+    assert ledger["spent_seconds"] == pytest.approx(3 * 3 * 10.0)  # the three passes at 30 s each, no block
+    assert ledger["fraction"] <= 0.3 and "OVER THE BUDGET" not in out.stdout

@@ -561,7 +561,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     scores: Scores = {}
     degenerate: Scores = {}
     prior_components: dict[str, pd.Series] = {}
-    if the_plan.with_prior and compose_score and run_score:
+    prior_ran = bool(the_plan.with_prior and compose_score and run_score)
+    if prior_ran:
         scores, spent, degenerate = score_values(plan, scored_benches, request.prior, compose_score=compose_score,
                                                  run_score=run_score, records=ctx.records, echo=ctx.echo, key="prior")
         ledger.plan("prior", the_plan.prior_seconds)
@@ -607,7 +608,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                                   full_seconds=full_now, block_seconds=block_seconds, choose=choose,
                                   prior_seconds=0.0, with_prior=False, done=done_pairs, block_bound=block_bound)
 
-    done = execute(the_plan, replan, run_one)
+    done = execute(the_plan, replan, run_one, replan_first=prior_ran)
     ran = {(d.seed, d.benchmark) for d in done}
     planned_pairs = {(b.seed, b.benchmark) for b in the_plan.blocks}
     if ran != planned_pairs:
@@ -694,12 +695,17 @@ def stored_fractions(made: Mapping[tuple[str, str, int, int, int], float], full_
 
 
 def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.Plan],
-            run: Callable[[planning.Block], None]) -> list[planning.Block]:
+            run: Callable[[planning.Block], None], *, replan_first: bool = False) -> list[planning.Block]:
     """Run ``first``'s blocks one at a time, re-planning before each (``replan(done, fraction)``: a plan for what is
-    left, made from the costs measured so far); returns the blocks run. A block once started runs whole."""
+    left, made from the costs measured so far) — before the first too where ``replan_first`` (the prior's passes
+    ran, and cost what they cost); returns the blocks run. A block once started runs whole."""
     done: list[planning.Block] = []
     blocks = list(first.blocks) if first.kind == "proxy" else []
     fraction = first.fraction or 1.0
+    if blocks and replan_first:
+        current = replan(frozenset(), fraction)
+        blocks = list(current.blocks) if current.kind == "proxy" else []
+        fraction = current.fraction or fraction
     while blocks:
         block = blocks[0]
         run(block)

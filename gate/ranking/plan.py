@@ -18,9 +18,9 @@ a prediction is as likely too low as too high, and a block once started runs who
 predictions.
 
 :func:`make_plan` is the one planner: gate-rank calls it before anything runs, and the run loop calls it again
-before every (seed, benchmark) block with the costs measured so far (the cost model refitted after every run), what is
-left of the budget and the blocks already run: a plan that turns out cheaper than predicted grows (more seeds,
-benchmarks or steps), one that turns out dearer shrinks.
+after the prior's feature passes and before every (seed, benchmark) block with the costs measured so far (the cost
+model refitted after every run), what is left of the budget and the blocks already run: a plan that turns out
+cheaper than predicted grows (more seeds, benchmarks or steps), one that turns out dearer shrinks.
 """
 
 from __future__ import annotations
