@@ -574,3 +574,24 @@ def test_a_benchmark_no_encoder_learnt_is_named_by_its_metrics_no_skill_value():
     assert no_skill(_runs("val/auc_macro", [0.49, 0.52])) is not None
     assert no_skill(_runs("val/auc_macro", [0.49, 0.53])) is None
     assert no_skill(_runs("acc@1", [0.1, 0.1, 0.1])) is None
+
+
+def test_an_earlier_calls_stored_runs_judge_a_benchmark_before_planning_only_when_as_long_as_this_calls_could_be():
+    """Stored 24-step proxy runs of every encoder, best validation r2 at most 0.01: a call whose runs would be at most
+    24 steps leaves the benchmark out before planning (re-read, they would cost their seconds again and say the
+    same); one that could run 32 steps, or a pool with an encoder they lack, judges nothing in advance."""
+    from gate.ranking.pipeline import stored_no_skill
+
+    def record(enc: str, best: float, steps: int = 24) -> dict:
+        curve = [[8, best - 0.05], [16, best - 0.02], [24, best]]
+        return {"kind": "finetune", "split": "val", "encoder": enc, "dataset": "speed", "seed": 100, "metric": "mae",
+                "value": 4.5, "experiment": f"x{enc}{steps}", "config": {"trainer": {"max_steps": steps}},
+                "facts": {"val_curve": [[s, 4.5] for s, _ in curve],
+                          "tier_val_curve": {"metric": "r2", "points": curve}}}
+
+    records = [record("a", -0.1), record("b", 0.01), record("c", 0.0)]
+    judged = stored_no_skill(records, ["a", "b", "c"], ["speed"], [100], {"speed": 24})
+    assert list(judged) == ["speed"] and "best validation r2 0.01 of 3 runs" in judged["speed"]
+    assert stored_no_skill(records, ["a", "b", "c"], ["speed"], [100], {"speed": 32}) == {}
+    assert stored_no_skill(records, ["a", "b", "c", "d"], ["speed"], [100], {"speed": 24}) == {}
+    assert stored_no_skill([*records[:2], record("c", 0.2)], ["a", "b", "c"], ["speed"], [100], {"speed": 24}) == {}

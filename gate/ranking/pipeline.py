@@ -38,7 +38,7 @@ from gate.ranking import prior as priors
 from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
-from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, run_block
+from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, read_run, run_block
 from gate.settings import AUTO, yaml_defaults
 
 MIN_ENCODERS = 3
@@ -524,7 +524,12 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                      if request.prior and scored_benches else 0.0)
 
     chooser = select.Chooser(history, candidates, groups=groups, min_per_family=request.min_per_family)
-    unlearnt: dict[str, str] = {}  # benchmarks whose proxy runs no encoder learnt (proxy.no_skill): never re-chosen
+    # benchmarks whose proxy runs no encoder learnt (proxy.no_skill): never re-chosen; an earlier call's stored runs
+    # as long as any this call could make say so before planning (re-read, they would cost their seconds again)
+    unlearnt = stored_no_skill(records, pool, candidates, request.proxy_seeds, {
+        b: planning.proxy_steps(full_steps[b], request.run_fraction, request.val_points)[0] for b in candidates})
+    for bench, why_not in unlearnt.items():
+        ctx.echo(f"[gate] rank  {bench} left out before planning: its stored proxy runs show {why_not}", flush=True)
 
     def choose(cost: Mapping[str, float], affordable: float) -> Any:
         if not unlearnt:
@@ -678,6 +683,32 @@ def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str],
         if isinstance(steps, int) and isinstance(every, int):
             out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = \
                 float(wall) if isinstance(wall, (int, float)) else math.nan
+    return out
+
+
+def stored_no_skill(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
+                    seeds: Sequence[int], longest: Mapping[str, int]) -> dict[str, str]:
+    """Benchmark → why no encoder learnt it (:func:`gate.ranking.proxy.no_skill`), judged on the stored proxy runs
+    of every encoder of the pool (the proxy seeds', an earlier call's) at least ``longest[benchmark]`` steps long:
+    the longest run this call could make, so no run of it could learn more."""
+    rows: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
+    for r in records:
+        trainer = (r.get("config") or {}).get("trainer") or {}
+        steps = trainer.get("max_steps")
+        if r.get("kind") == "finetune" and r.get("split") == "val" and r.get("encoder") in pool and \
+                r.get("dataset") in longest and r.get("seed") in seeds and isinstance(steps, int) and \
+                steps >= longest[str(r["dataset"])]:
+            rows.setdefault((str(r["dataset"]), str(r["encoder"]), int(r["seed"]), steps), []).append(dict(r))
+    out = {}
+    for bench in benches:
+        runs = []
+        for (b, enc, seed, steps), found in rows.items():
+            if b == bench:
+                monitor, hib, best, value, lo, hi, method, facts = read_run(found, steps)
+                runs.append(ProxyRun(enc, b, seed, steps, str(found[0].get("experiment")), monitor, hib, best, value,
+                                     lo, hi, method, None, math.nan, True, facts))
+        if {r.encoder for r in runs} >= set(pool) and (why_not := no_skill(runs)):
+            out[bench] = why_not
     return out
 
 
