@@ -583,9 +583,12 @@ def test_an_earlier_calls_stored_runs_judge_a_benchmark_before_planning_only_whe
     from gate.ranking.pipeline import stored_no_skill
 
     def record(enc: str, best: float, steps: int = 24) -> dict:
+        # a validation record as gate-run writes it: the monitor's value and curve, and the tier metric's curve
+        # (gate/engine/training/facts.py: tier_val_curve = {metric, points}; pool E's stored records hold the same)
         curve = [[8, best - 0.05], [16, best - 0.02], [24, best]]
         return {"kind": "finetune", "split": "val", "encoder": enc, "dataset": "speed", "seed": 100, "metric": "mae",
-                "value": 4.5, "experiment": f"x{enc}{steps}", "config": {"trainer": {"max_steps": steps}},
+                "value": 4.5, "experiment": f"x{enc}{steps}",
+                "config": {"trainer": {"max_steps": steps, "val_check_interval": 8}},
                 "facts": {"val_curve": [[s, 4.5] for s, _ in curve],
                           "tier_val_curve": {"metric": "r2", "points": curve}}}
 

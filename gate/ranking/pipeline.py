@@ -667,22 +667,31 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     return result
 
 
-def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
-                      seeds: Sequence[int]) -> dict[tuple[str, str, int, int, int], float]:
-    """(encoder, benchmark, seed, steps, validate every) → wall seconds (NaN: not recorded) of the fine-tuning runs
-    the store holds for the pool's proxy seeds: what an earlier gate-rank call ran, read back instead of trained
-    (the run itself is matched by its experiment id when the block runs)."""
-    out = {}
+def _stored_proxy_records(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Iterable[str],
+                          seeds: Sequence[int]) -> Iterable[tuple[Mapping[str, Any], int, int]]:
+    """(validation record, steps, validate every) of each fine-tuning run the store holds for the pool's encoders on
+    ``benches`` at the proxy seeds: what an earlier gate-rank call ran."""
+    benches = set(benches)
     for r in records:
         if r.get("kind") != "finetune" or r.get("split") != "val" or r.get("encoder") not in pool \
                 or r.get("dataset") not in benches or r.get("seed") not in seeds:
             continue
         trainer = (r.get("config") or {}).get("trainer") or {}
         steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
-        wall = (r.get("facts") or {}).get("wall_seconds")
         if isinstance(steps, int) and isinstance(every, int):
-            out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = \
-                float(wall) if isinstance(wall, (int, float)) else math.nan
+            yield r, steps, every
+
+
+def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
+                      seeds: Sequence[int]) -> dict[tuple[str, str, int, int, int], float]:
+    """(encoder, benchmark, seed, steps, validate every) → wall seconds (NaN: not recorded) of the fine-tuning runs
+    the store holds for the pool's proxy seeds: what an earlier gate-rank call ran, read back instead of trained
+    (the run itself is matched by its experiment id when the block runs)."""
+    out = {}
+    for r, steps, every in _stored_proxy_records(records, pool, benches, seeds):
+        wall = (r.get("facts") or {}).get("wall_seconds")
+        out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = \
+            float(wall) if isinstance(wall, (int, float)) else math.nan
     return out
 
 
@@ -692,12 +701,8 @@ def stored_no_skill(records: Sequence[Mapping[str, Any]], pool: Sequence[str], b
     of every encoder of the pool (the proxy seeds', an earlier call's) at least ``longest[benchmark]`` steps long:
     the longest run this call could make, so no run of it could learn more."""
     rows: dict[tuple[str, str, int, int], list[dict[str, Any]]] = {}
-    for r in records:
-        trainer = (r.get("config") or {}).get("trainer") or {}
-        steps = trainer.get("max_steps")
-        if r.get("kind") == "finetune" and r.get("split") == "val" and r.get("encoder") in pool and \
-                r.get("dataset") in longest and r.get("seed") in seeds and isinstance(steps, int) and \
-                steps >= longest[str(r["dataset"])]:
+    for r, steps, _ in _stored_proxy_records(records, pool, longest, seeds):
+        if steps >= longest[str(r["dataset"])]:
             rows.setdefault((str(r["dataset"]), str(r["encoder"]), int(r["seed"]), steps), []).append(dict(r))
     out = {}
     for bench in benches:
