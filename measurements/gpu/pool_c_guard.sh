@@ -1,0 +1,44 @@
+# Pool C re-measured with the no-skill guard (docs/ranking.md): gate-rank's calls only, on the stored GPU truth of
+# 2026-11-30 (96 runs, commit 132f1d1; the current code keys them to the same experiments, checked on the CPU).
+# Run on a warm host after `source .gpu/setup.sh` (a first call carrying [".gpu"]), carrying [".gpu3"]: .gpu3/whl
+# holds the efficientnet_lite1 and lite2 weight wheels (the 64 MiB carry cannot hold them beside .gpu), .gpu3/c_truth.jsonl
+# the truth's records. Four calls side by side, as in the first measurement's second round: v2's defaults with proxy
+# seed 100 (registered), 101 and 102, and v1's rule with seed 100; copied to .gpu3/c3.sh for the run.
+t0=$(date +%s)
+PY=${PY:-python3}
+if [ -z "${SKIP_SETUP:-}" ]; then
+  [ -d /tmp/gate-site ] || { echo "the first call's install is gone (a fresh machine): stop"; exit 3; }
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/gate-site2 .gpu3/whl/*.whl 2>&1 | tail -2
+  [ -e gate/conf ] || ln -s ../conf gate/conf
+  export PYTHONPATH="$PWD:/tmp/gate-site:/tmp/gate-site2" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1; git log --oneline -1 2>/dev/null
+R=$PWD/gate_outputs/rv_c; mkdir -p "$R/results"
+cp "${TRUTH:-.gpu3/c_truth.jsonl}" "$R/results/records.jsonl"
+$PY measurements/rank_validation.py --root "$R" --pool C --seeds 3 --truth-only --workers 1 ${TINY:-} > "$OUT/truth.log" 2>&1
+echo "truth exit $? ($(grep -o '[0-9]* experiments, [0-9]* already stored' "$OUT/truth.log"))"
+calls=${CALLS:-"v2: v2_101:--proxy-seeds=101 v2_102:--proxy-seeds=102 first:proxy_benchmarks=first"}
+$PY - "$R" $calls <<'PY'
+import shutil, sys
+r = sys.argv[1]
+for call in sys.argv[2:]:
+    shutil.copytree(r, f"{r}_{call.split(':')[0]}", ignore=shutil.ignore_patterns("runs", "csv_logs", "tmp", "wandb", "reports"),
+                    dirs_exist_ok=True)
+PY
+pids=""
+for call in $calls; do
+  name=${call%%:*}; arg=${call#*:}
+  case "$arg" in --proxy-seeds=*) extra="--proxy-seeds ${arg#--proxy-seeds=}"; variant="";; *) extra=""; variant="$arg";; esac
+  setsid $PY measurements/rank_validation.py --root "${R}_$name" --pool C --seeds 3 --workers 1 ${TINY:-} $extra --variant "$variant" \
+    > "$OUT/call_$name.log" 2>&1 &
+  pids="$pids $!"
+done
+deadline=$((t0 + ${DEADLINE:-360}))
+for p in $pids; do
+  while kill -0 $p 2>/dev/null && [ "$(date +%s)" -lt $deadline ]; do sleep 2; done
+  if kill -0 $p 2>/dev/null; then kill -TERM -- -$p; echo "call $p stopped at the deadline (unfinished)"; fi
+done
+wait
+for call in $calls; do name=${call%%:*}; mkdir -p "$OUT/reports_$name"; cp -r "${R}_$name"/reports/rank-* "$OUT/reports_$name/" 2>/dev/null
+  cp "${R}_$name/results/records.jsonl" "$OUT/records_$name.jsonl"; grep -h "gate-rank:\|^\[.*exit" "$OUT/call_$name.log" | tail -2; done
+echo "calls: $(( $(date +%s) - t0 )) s"
