@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -220,6 +221,60 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     assert ledger["full_seconds"] > 1.5 * ledger["planned_full_seconds"]       # ... and so does the full tier
     assert ledger["planned_fraction"] > 0.2 / (2.0 / COLD_MARGIN)               # the plan would have overspent
     assert ledger["fraction"] <= 0.2 + 1e-9 and "OVER THE BUDGET" not in out.stdout
+
+
+def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_within_the_budget(tmp_path, capsys,
+                                                                                                  monkeypatch):
+    """The store holds the full tier's runs (3 encoders × digits × seeds 0-2, 100 s each: 900 s, measured on a quiet
+    machine), so the cost model prices the proxy's block from them and budget=0.3 (270 s) buys one block of three
+    runs. Each proxy run takes twice its prediction (a parallel load). After the first run, the other two at the
+    speed measured would pass the budget: the block stops there, its run is listed as 'stopped' and not ranked, and
+    the call spends that one run, within the budget (it ran the whole block before and spent ≈ 0.5)."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+    from gate.results import Record, ResultsStore
+    from gate.tiers.expand import expand_tier, load_tier
+
+    doc = dict(TINY, seeds=[0, 1, 2], overrides={**TINY["overrides"], "trainer.max_steps": 200,
+                                                  "trainer.val_check_interval": 50})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    root = tmp_path / "root"
+    pool = POOL.split("=")[1].split(",")
+    plan = expand_tier(load_tier(str(tier)), pool, root)
+    # a full run as gate-run records its costs: 200 steps at 0.4 s, four validations of 2 s, 12 s fixed (its test pass
+    # among them): 100 s of wall time
+    facts = {"wall_seconds": 100.0, "train_step_seconds": 80.0, "global_step": 200, "validations": 4,
+             "validation_seconds": 8.0, "params": 1e7}
+    ResultsStore(root / "results" / "records.jsonl").append([Record(
+        experiment=e.id, kind="finetune", encoder=e.encoder, dataset="digits", task="classification",
+        adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1", value=0.5 + 0.1 * i,
+        higher_is_better=True, config=e.config, facts=facts)
+        for i, e in enumerate(x for x in plan.experiments if x.seed in (0, 1, 2))])
+
+    def loaded_block(block, experiments, ctx, *, full_steps, planned, order):
+        for i, enc in enumerate(order):
+            seconds = 2.0 * planned[enc]
+            vals = block.steps // block.val_every
+            yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
+                           0.5 + 0.1 * i, 0.5 + 0.1 * i, 0.4, 0.6, "last value", seconds, planned[enc], False,
+                           {"wall_seconds": seconds, "train_step_seconds": 2 * 0.4 * block.steps, "global_step":
+                            block.steps, "validations": vals, "validation_seconds": 2 * 2.0 * vals, "params": 1e7})
+
+    monkeypatch.setattr(pipeline, "run_block", loaded_block)
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
+                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false"],
+                   capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "proxy seed(s) × digits" in out.stdout  # the plan: one block of three runs
+    assert "digits seed 100 stopped after 1 of 3 runs" in out.stdout, out.stdout[-3000:]
+    ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
+    assert ledger["full_seconds"] == pytest.approx(900.0)  # the stored full tier: the budget is 270 s of it
+    assert len([k for k in ledger["items"] if k.startswith("run ")]) == 1
+    assert ledger["fraction"] <= 0.3 and "OVER THE BUDGET" not in out.stdout
+    predictions = pd.read_csv(next((root / "reports").glob("rank-tiny-*/predictions.csv")))
+    assert list(predictions.loc[predictions["benchmark"] == "digits", "source"]) == ["stopped"]
+    assert "static's: the budget stopped digits seed 100 before its last run" in out.stdout
 
 
 def test_a_benchmark_no_encoder_learns_is_left_out_of_the_ranking_and_the_plan_moves_on(tmp_path, capsys,

@@ -17,6 +17,9 @@ from typing import Any
 
 from gate.ranking.cost import NEW_FAMILY
 
+#: How far past the budget the seconds spent may go before it counts as overspent: the rounding of measured seconds.
+OVERRUN_TOLERANCE = 0.01
+
 
 def finite_or_none(value: float | None) -> float | None:
     """A number as the ledger keeps it: a finite float, or None where nothing was measured (never NaN)."""
@@ -90,11 +93,13 @@ class Ledger:
         return f"; {n} of {len(self.full_basis)} priced from other families' runs: uncertain" if n else ""
 
     def overrun(self) -> str:
-        """A warning when the seconds spent pass the budget of the full tier (1 % tolerance), else ''."""
-        if self.fraction is None or not math.isfinite(self.budget) or self.fraction <= self.budget * 1.01:
+        """A warning when the seconds spent pass the budget of the full tier (:data:`OVERRUN_TOLERANCE`), else ''."""
+        if self.fraction is None or not math.isfinite(self.budget) or \
+                self.fraction <= self.budget * (1 + OVERRUN_TOLERANCE):
             return ""
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={self.budget} (the "
-                f"plan is re-made before every block from the costs measured so far; a block once started runs whole"
+                f"plan is re-made before every block from the costs measured so far, and a block stops where its other runs "
+                f"would pass the budget at the speed measured; a run once started runs whole"
                 f"{self.new_family_note()})")
 
     def to_json(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from gate.families import family
 from gate.ranking import complete, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
-from gate.ranking.budget import Ledger, finite_or_none, minutes, shown
+from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, finite_or_none, minutes, shown
 from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, read_run, run_block
@@ -402,7 +402,7 @@ class RankResult:
     selection: Any                      # gate.ranking.select.Selection (None for prior / static plans)
     runs: list[ProxyRun]
     predictions: pd.DataFrame           # encoder, benchmark, value, lo, hi, source (observed | completed | fallback |
-                                        # full | prior | no skill)
+                                        # full | prior | no skill | stopped)
     seeds: pd.DataFrame                 # per proxy seed: each encoder's tier rank; agreement in attrs
     prior_ranking: pd.Series | None     # lower is better
     static_rankings: dict[str, pd.Series]
@@ -413,6 +413,7 @@ class RankResult:
     full_ranked: list[str]              # benchmarks ranked by their stored full runs (no proxy)
     truth: History | None = None
     unlearnt: dict[str, str] = dataclasses.field(default_factory=dict)  # benchmark → why its runs rank nothing
+    stopped: dict[str, str] = dataclasses.field(default_factory=dict)   # "bench seed s" → why its block stopped short
     validation: pd.DataFrame | None = None
     ceiling: dict[str, Any] = dataclasses.field(default_factory=dict)
     paired: pd.DataFrame | None = None
@@ -462,11 +463,23 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
 
+    # this call's trained runs as they ran (seconds, features, steps, validations): how much slower than the cost model
+    # predicts this machine runs now (a parallel load the store's runs did not have), updated after each run
+    trained: list[tuple[float, RunFeatures, int, int]] = []
+    speed = [1.0]
+
+    def present_speed() -> float:
+        """Those runs' seconds over what the model, as it stands, predicts for them (at least 1; ≈ 1 where the model
+        learnt from these very runs, as from a cold start)."""
+        predicted = sum(model.predict(f).seconds(steps, vals) for _, f, steps, vals in trained)
+        return max(1.0, sum(t[0] for t in trained) / predicted) if trained and predicted > 0 else 1.0
+
     def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
-        """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at)."""
+        """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at, and at the
+        present speed)."""
         costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
         margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
-        return margin * costs.seconds(steps, steps // max(val_every, 1))
+        return margin * costs.seconds(steps, steps // max(val_every, 1)) * (speed[0] if bound else 1.0)
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
 
@@ -584,17 +597,41 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     # the proxy, re-planned before every block (with what is left of the budget and the costs measured so far)
     runs: list[ProxyRun] = []
 
+    stopped: dict[tuple[int, str], str] = {}  # (seed, benchmark) → why its block stopped before its last run
+
     def run_one(block: planning.Block) -> None:
         experiments = entries[block.benchmark][block.seed]
         planned = {e: run_seconds(block.benchmark, e, block.steps, block.val_every) for e in pool}
-        got = run_block(block, experiments, ctx, full_steps=full_steps[block.benchmark], planned=planned, order=order)
-        for r in got:
+        got: list[ProxyRun] = []
+        for r in run_block(block, experiments, ctx, full_steps=full_steps[block.benchmark], planned=planned,
+                           order=order):
+            got.append(r)
             ledger.plan(f"run {r.experiment}", r.planned)
             ledger.spend(f"run {r.experiment}", r.seconds)
-            model.add(observation(run_features(experiments[r.encoder], params.get(r.encoder, math.nan)), r.facts,
-                                  test_passes(experiments[r.encoder].config, r.facts.get("split_rows"))))
+            feats = run_features(experiments[r.encoder], params.get(r.encoder, math.nan))
+            model.add(observation(feats, r.facts, test_passes(experiments[r.encoder].config, r.facts.get("split_rows"))))
             if r.facts.get("split_rows"):
                 rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
+            if not r.stored and r.seconds is not None:
+                trained.append((r.seconds, feats, block.steps, block.steps // max(block.val_every, 1)))
+                speed[0] = present_speed()
+            # a block runs whole only while the budget holds it: its remaining runs, priced by the model as it now
+            # stands at the speed measured so far, must fit in what is left of the budget of the full tier as now
+            # predicted (a block the store's quiet runs priced can meet a loaded machine)
+            left = [e for e in order if e not in {g.encoder for g in got}]
+            if left:
+                ahead = sum(made[key] if (key := (e, block.benchmark, block.seed, block.steps, block.val_every)) in made
+                            and math.isfinite(made[key]) else speed[0] * run_seconds(block.benchmark, e, block.steps, block.val_every)
+                            for e in left)
+                spent, limit = ledger.spent_seconds or 0.0, request.budget * predict_full()
+                if spent + ahead > limit * (1 + OVERRUN_TOLERANCE):
+                    stopped[(block.seed, block.benchmark)] = (
+                        f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× the "
+                        f"cost model's prediction) the other {len(left)} would pass the budget "
+                        f"({(spent + ahead) / limit * request.budget:.3f} of the full tier against {request.budget})")
+                    ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed} {stopped[(block.seed, block.benchmark)]};"
+                             f" its runs are left out of the ranking (their seconds count)", flush=True)
+                    break
         runs.extend(got)
         why_not = no_skill([r for r in runs if r.benchmark == block.benchmark])  # every seed's runs of it so far
         if why_not and block.benchmark not in unlearnt:
@@ -623,15 +660,16 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                  + (f" dropped {', '.join(f'{b} seed {s}' for s, b in dropped_blocks)}" if dropped_blocks else "")
                  + (f" added {', '.join(f'{b} seed {s}' for s, b in added)}" if added else ""), flush=True)
 
-    # the ranking: every run but those of a benchmark no encoder learnt (their values are listed, not ranked)
-    ranked_runs = [r for r in runs if r.benchmark not in unlearnt]
+    # the ranking: every run but those of a benchmark no encoder learnt and of a block stopped short (their values
+    # are listed, not ranked)
+    ranked_runs = [r for r in runs if r.benchmark not in unlearnt and (r.seed, r.benchmark) not in stopped]
     predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(ranked_runs, pool, candidates, full_ranked,
                                                                     truth_pool, history, selection, done)
-    if unlearnt:
+    if len(ranked_runs) < len(runs):
         predictions = pd.concat([predictions, pd.DataFrame([
             {"encoder": r.encoder, "benchmark": r.benchmark, "seed": r.seed, "value": r.value, "lo": r.lo, "hi": r.hi,
-             "source": "no skill", "method": r.method, "steps": r.steps, "best": r.best}
-            for r in runs if r.benchmark in unlearnt])], ignore_index=True)
+             "source": "no skill" if r.benchmark in unlearnt else "stopped", "method": r.method, "steps": r.steps,
+             "best": r.best} for r in runs if r not in ranked_runs])], ignore_index=True)
     history_tau = selection.tau if selection is not None else math.nan
     seed_rankings = [seeds_table[c] for c in seeds_table.columns]
     decision = priors.decide(proxy_ran=bool(ranked_runs) or bool(full_ranked),
@@ -640,8 +678,9 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                                  k.startswith("score:") for k in prior_components),
                              prior_history_tau=math.nan, static_available=bool(static))
     if runs and not ranked_runs and not full_ranked:
-        decision = priors.Decision(decision.source, f"no encoder learnt any benchmark the proxy ran "
-                                                    f"({', '.join(unlearnt)})")
+        decision = priors.Decision(decision.source, "; ".join(
+            [f"no encoder learnt any benchmark the proxy ran ({', '.join(unlearnt)})"] * bool(unlearnt)
+            + [f"the budget stopped {', '.join(f'{b} seed {s}' for s, b in stopped)} before its last run"] * bool(stopped)))
     if decision.source == "proxy" and proxy_rank is not None:
         final = proxy_rank
     elif decision.source in ("prior", "static") and prior_ranking is not None:
@@ -659,7 +698,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                  flush=True)
     result = RankResult(tier_ranking, decision.source, decision.why, the_plan, selection, runs, predictions,
                         seeds_table, prior_ranking, static, scores, degenerate, ledger, dropped, full_ranked, truth_pool,
-                        dict(unlearnt))
+                        dict(unlearnt), {f"{b} seed {s}": why for (s, b), why in stopped.items()})
     if request.validate and complete_truth and len(truth_pool.values.dropna().index) == len(pool):
         validated = [b for b in complete_truth if b in candidates] or complete_truth
         result.validation, result.ceiling, result.paired = validate(result, truth_pool, validated, pool, request,
@@ -734,7 +773,7 @@ def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.
             run: Callable[[planning.Block], None], *, replan_first: bool = False) -> list[planning.Block]:
     """Run ``first``'s blocks one at a time, re-planning before each (``replan(done, fraction)``: a plan for what is
     left, made from the costs measured so far) — before the first too where ``replan_first`` (the prior's passes
-    ran, and cost what they cost); returns the blocks run. A block once started runs whole."""
+    ran, and cost what they cost); returns the blocks run (``run`` may stop one short: see :func:`rank_tier`)."""
     done: list[planning.Block] = []
     blocks = list(first.blocks) if first.kind == "proxy" else []
     fraction = first.fraction or 1.0
@@ -1039,7 +1078,8 @@ def benchmarks_run_line(result: RankResult) -> str | None:
     changes = "".join([f"; added when re-planned: {', '.join(added)}" if added else "",
                        f"; chosen, not run: {', '.join(dropped)}" if dropped else "",
                        f"; left out of the ranking, no encoder learnt it: {', '.join(result.unlearnt)}"
-                       if result.unlearnt else ""])
+                       if result.unlearnt else "",
+                       f"; stopped short by the budget, left out: {', '.join(result.stopped)}" if result.stopped else ""])
     return (f"[gate] benchmarks run: {', '.join(ran) or 'none'} ({sel.method}: {', '.join(sel.chosen) or 'none'}"
             f"{changes}; held-out τ on the history {shown(sel.tau)}, completion "
             f"{'used' if sel.use_completion else 'not used'})")

@@ -14,8 +14,10 @@ plan tries, in order, and takes the first that fits:
    has a plan.
 
 What fits is each block's predicted seconds times the cost model's margin (:meth:`gate.ranking.cost.CostModel.margin`:
-a prediction is as likely too low as too high, and a block once started runs whole); the plan's seconds are the
-predictions.
+a prediction is as likely too low as too high), and priced at the present speed (this call's runs over the model's
+prediction for them, where above 1: a load the store's runs did not have); the plan's seconds are the predictions.
+A block whose remaining runs, at that speed, would pass the budget stops after the run that shows it (its runs are
+listed, not ranked; their seconds count).
 
 :func:`make_plan` is the one planner: gate-rank calls it before anything runs, and the run loop calls it again
 after the prior's feature passes and before every (seed, benchmark) block with the costs measured so far (the cost

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,11 +135,11 @@ def read_run(rows: Sequence[Mapping[str, Any]], full_steps: int) -> tuple[str, b
 
 
 def run_block(block: Any, experiments: Mapping[str, Any], ctx: ProxyContext, *, full_steps: int,
-              planned: Mapping[str, float], order: Sequence[str]) -> list[ProxyRun]:
+              planned: Mapping[str, float], order: Sequence[str]) -> Iterator[ProxyRun]:
     """Every encoder's run of ``block`` (a :class:`gate.ranking.plan.Block`), in ``order`` (the prior's, where it
-    ranks the pool): ``experiments`` maps each encoder to its full experiment of the block's seed and benchmark;
-    ``planned`` each encoder's predicted seconds."""
-    out = []
+    ranks the pool), each yielded as it ends, so that the caller can stop a block the budget no longer holds:
+    ``experiments`` maps each encoder to its full experiment of the block's seed and benchmark; ``planned`` each
+    encoder's predicted seconds."""
     for enc in order:
         exp = experiments[enc]
         cfg, exp_id = composed(ctx, exp, proxy_overrides(block.steps, block.val_every))
@@ -156,9 +156,8 @@ def run_block(block: Any, experiments: Mapping[str, Any], ctx: ProxyContext, *, 
         monitor, hib, best, value, lo, hi, method, facts = read_run(rows, full_steps)
         wall = facts.get("wall_seconds")
         seconds = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
-        out.append(ProxyRun(enc, block.benchmark, block.seed, block.steps, exp_id, monitor, hib, best, value, lo, hi,
-                            method, seconds, float(planned.get(enc, math.nan)), was_stored, facts))
         if was_stored:
             ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed}: {enc} ({block.steps} steps) already stored",
                      flush=True)
-    return out
+        yield ProxyRun(enc, block.benchmark, block.seed, block.steps, exp_id, monitor, hib, best, value, lo, hi,
+                       method, seconds, float(planned.get(enc, math.nan)), was_stored, facts)

@@ -67,7 +67,8 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
         parts.append("<h2>Values behind it</h2><p class=note>source: observed (a proxy run, its curve extrapolated to "
                      "the full steps), completed (predicted from the run benchmarks by the history), fallback (outside "
                      "the history's range), full (stored full runs), prior, no skill (a benchmark no encoder learnt: "
-                     "listed, not ranked).</p>" + _table(result.predictions))
+                     "listed, not ranked), stopped (a block the budget stopped before its last run: listed, not "
+                     "ranked).</p>" + _table(result.predictions))
     if result.validation is not None:
         c = result.ceiling
         parts.append(f"<h2>Predicted vs full</h2><p class=note>Ceiling (each truth seed alone vs the mean of the "
