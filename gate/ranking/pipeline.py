@@ -463,16 +463,17 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
 
-    # this call's trained runs as they ran (seconds, features, steps, validations): how much slower than the cost model
-    # predicts this machine runs now (a parallel load the store's runs did not have), updated after each run
-    trained: list[tuple[float, RunFeatures, int, int]] = []
+    # how fast this machine runs now against the store's runs (a parallel load they did not have): this call's
+    # trained runs' seconds over what the store's own runs of the same encoder × benchmark predict for them (``base``,
+    # the model before this call's runs; a run whose pair the store lacks is priced by a fit across pairs, whose error
+    # would pass for a load). 1 until such a run has been measured.
+    base = CostModel(model.observations)
+    trained: list[tuple[float, float]] = []  # (seconds, the store's price)
     speed = [1.0]
 
-    def present_speed() -> float:
-        """Those runs' seconds over what the model, as it stands, predicts for them (at least 1; ≈ 1 where the model
-        learnt from these very runs, as from a cold start)."""
-        predicted = sum(model.predict(f).seconds(steps, vals) for _, f, steps, vals in trained)
-        return max(1.0, sum(t[0] for t in trained) / predicted) if trained and predicted > 0 else 1.0
+    def store_price(bench: str, enc: str, steps: int, val_every: int) -> float | None:
+        costs = base.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
+        return costs.seconds(steps, steps // max(val_every, 1)) if costs.basis == "measured" else None
 
     def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
         """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at, and at the
@@ -613,10 +614,12 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             if r.facts.get("split_rows"):
                 rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
             if not r.stored and r.seconds is not None:
-                trained.append((r.seconds, feats, block.steps, block.steps // max(block.val_every, 1)))
-                speed[0] = present_speed()
-            # a block runs whole only while the budget holds it: its remaining runs, priced by the model as it now
-            # stands at the speed measured so far, must fit in what is left of the budget of the full tier as now
+                price = store_price(block.benchmark, r.encoder, block.steps, block.val_every)
+                if price:
+                    trained.append((r.seconds, price))
+                    speed[0] = max(1.0, sum(t[0] for t in trained) / sum(t[1] for t in trained))
+            # a block runs whole only while the budget holds it: its remaining runs, predicted by the model as it
+            # stands times the speed measured, must fit in what is left of the budget of the full tier as now
             # predicted (a block the store's quiet runs priced can meet a loaded machine)
             left = [e for e in order if e not in {g.encoder for g in got}]
             if left:
@@ -626,14 +629,15 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                 spent, limit = ledger.spent_seconds or 0.0, request.budget * predict_full()
                 if spent + ahead > limit * (1 + OVERRUN_TOLERANCE):
                     stopped[(block.seed, block.benchmark)] = (
-                        f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× the "
-                        f"cost model's prediction) the other {len(left)} would pass the budget "
+                        f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× what the "
+                        f"store's runs of the same encoders predict) the other {len(left)} would pass the budget "
                         f"({(spent + ahead) / limit * request.budget:.3f} of the full tier against {request.budget})")
                     ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed} {stopped[(block.seed, block.benchmark)]};"
                              f" its runs are left out of the ranking (their seconds count)", flush=True)
                     break
         runs.extend(got)
-        why_not = no_skill([r for r in runs if r.benchmark == block.benchmark])  # every seed's runs of it so far
+        # every seed's runs of it so far, of whole blocks: a block stopped short has not run every encoder
+        why_not = no_skill([r for r in runs if r.benchmark == block.benchmark and (r.seed, r.benchmark) not in stopped])
         if why_not and block.benchmark not in unlearnt:
             unlearnt[block.benchmark] = why_not
             ctx.echo(f"[gate] rank  {block.benchmark} left out of the ranking: {why_not}; re-planned without it "
