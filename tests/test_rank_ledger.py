@@ -64,7 +64,9 @@ def test_the_printed_compute_line_says_not_measured_instead_of_nan():
 def test_a_full_tier_priced_from_other_families_says_its_fraction_is_uncertain():
     """The README's first gate-rank call (empty store) measured fashion_mnist alone, priced the other eight families'
     full runs at its rate (24 of 30), and printed OVER THE BUDGET at 0.101 of a full tier of 6.2 min whose runs took
-    14 min. The basis of such a price is its own ('new family'), and the compute line and the warning count them."""
+    14 min. The basis of such a price is its own ('new family'), and the compute line and the warning count them;
+    where the spend passes the budget only on those prices, and would not were they as much dearer as the cost model's
+    margin for an unmeasured family says they can be, the warning says the overrun is possible, not that it happened."""
     from types import SimpleNamespace
 
     from gate.ranking.cost import CostModel, Observation, RunFeatures
@@ -82,5 +84,14 @@ def test_a_full_tier_priced_from_other_families_says_its_fraction_is_uncertain()
         compute_line(SimpleNamespace(ledger=led))
     assert led.overrun().startswith("OVER THE BUDGET: 0.102") and "2 of 3 priced from other families' runs" in \
         led.overrun()
+    # were those two entries up to 1.5× dearer (the cost model's margin for a family it has not measured), the full
+    # tier would be 100 + 1.5 × 500 = 850 s and the spend 61 / 850 = 0.072: the overrun is possible, not shown
+    led.new_family_margin = 1.5
+    assert led.fraction_if_dearer() == pytest.approx(61 / 850)
+    assert led.overrun() == ("possibly over the budget: 0.102 of the full tier as predicted against budget=0.1, but 2 "
+                             "of its 3 encoder × benchmark entries are priced from other families' runs, which err up "
+                             "to ×1.50: 0.072 if they cost that much more")
+    led.spend("run 2", 30.0)  # 91 / 850 = 0.107: over even then
+    assert led.overrun().startswith("OVER THE BUDGET: 0.152")
     led.full_basis["a × y"] = led.full_basis["a × z"] = "fitted"
     assert led.new_family_note() == "" and "uncertain" not in led.overrun()

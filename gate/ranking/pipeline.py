@@ -36,7 +36,7 @@ from gate.ranking import complete, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, finite_or_none, minutes, shown
-from gate.ranking.cost import COLD_MARGIN, CostModel, RunFeatures, observation, test_passes
+from gate.ranking.cost import COLD_MARGIN, NEW_FAMILY, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
 from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, read_run, run_block
 from gate.settings import AUTO, yaml_defaults
@@ -527,6 +527,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                     ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
                         full_steps[bench], full_steps[bench] // every, tests))
                     ledger.full_basis[key] = costs.basis
+        if NEW_FAMILY in ledger.full_basis.values():
+            ledger.new_family_margin = model.margin(NEW_FAMILY)
         return ledger.full_seconds or math.nan
 
     full_seconds = predict_full()
