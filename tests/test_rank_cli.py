@@ -223,6 +223,28 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     assert ledger["fraction"] <= 0.2 + 1e-9 and "OVER THE BUDGET" not in out.stdout
 
 
+def tier_with_stored_full_runs(tmp_path: Path, without: str = "") -> tuple[Path, Path]:
+    """The tiny tier at 200-step full runs, seeds 0-2, and a root whose store holds each of the pool's full runs (but
+    ``without``'s) as gate-run records its costs: 200 steps at 0.4 s, four validations of 2 s, 12 s fixed (its test
+    pass among them), 100 s of wall time; the tier's values rise with the run's place in the tier."""
+    from gate.results import Record, ResultsStore
+    from gate.tiers.expand import expand_tier, load_tier
+
+    doc = dict(TINY, seeds=[0, 1, 2], overrides={**TINY["overrides"], "trainer.max_steps": 200,
+                                                  "trainer.val_check_interval": 50})
+    tier = write_tier(tmp_path / "tiny.yaml", doc)
+    root = tmp_path / "root"
+    plan = expand_tier(load_tier(str(tier)), POOL.split("=")[1].split(","), root)
+    facts = {"wall_seconds": 100.0, "train_step_seconds": 80.0, "global_step": 200, "validations": 4,
+             "validation_seconds": 8.0, "params": 1e7}
+    ResultsStore(root / "results" / "records.jsonl").append([Record(
+        experiment=e.id, kind="finetune", encoder=e.encoder, dataset="digits", task="classification",
+        adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1", value=0.5 + 0.1 * i,
+        higher_is_better=True, config=e.config, facts=facts)
+        for i, e in enumerate(x for x in plan.experiments if x.seed in (0, 1, 2) and x.encoder != without)])
+    return tier, root
+
+
 def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_within_the_budget(tmp_path, capsys,
                                                                                                   monkeypatch):
     """The store holds the full tier's runs (3 encoders × digits × seeds 0-2, 100 s each: 900 s, measured on a quiet
@@ -233,24 +255,8 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
-    from gate.results import Record, ResultsStore
-    from gate.tiers.expand import expand_tier, load_tier
 
-    doc = dict(TINY, seeds=[0, 1, 2], overrides={**TINY["overrides"], "trainer.max_steps": 200,
-                                                  "trainer.val_check_interval": 50})
-    tier = write_tier(tmp_path / "tiny.yaml", doc)
-    root = tmp_path / "root"
-    pool = POOL.split("=")[1].split(",")
-    plan = expand_tier(load_tier(str(tier)), pool, root)
-    # a full run as gate-run records its costs: 200 steps at 0.4 s, four validations of 2 s, 12 s fixed (its test pass
-    # among them): 100 s of wall time
-    facts = {"wall_seconds": 100.0, "train_step_seconds": 80.0, "global_step": 200, "validations": 4,
-             "validation_seconds": 8.0, "params": 1e7}
-    ResultsStore(root / "results" / "records.jsonl").append([Record(
-        experiment=e.id, kind="finetune", encoder=e.encoder, dataset="digits", task="classification",
-        adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1", value=0.5 + 0.1 * i,
-        higher_is_better=True, config=e.config, facts=facts)
-        for i, e in enumerate(x for x in plan.experiments if x.seed in (0, 1, 2))])
+    tier, root = tier_with_stored_full_runs(tmp_path)
 
     def loaded_block(block, experiments, ctx, *, full_steps, planned, order):
         for i, enc in enumerate(order):
@@ -285,22 +291,8 @@ def test_a_run_the_store_cannot_price_by_its_own_pair_is_no_evidence_of_a_load(t
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
-    from gate.results import Record, ResultsStore
-    from gate.tiers.expand import expand_tier, load_tier
 
-    doc = dict(TINY, seeds=[0, 1, 2], overrides={**TINY["overrides"], "trainer.max_steps": 200,
-                                                  "trainer.val_check_interval": 50})
-    tier = write_tier(tmp_path / "tiny.yaml", doc)
-    root = tmp_path / "root"
-    pool = POOL.split("=")[1].split(",")
-    plan = expand_tier(load_tier(str(tier)), pool, root)
-    facts = {"wall_seconds": 100.0, "train_step_seconds": 80.0, "global_step": 200, "validations": 4,
-             "validation_seconds": 8.0, "params": 1e7}
-    ResultsStore(root / "results" / "records.jsonl").append([Record(
-        experiment=e.id, kind="finetune", encoder=e.encoder, dataset="digits", task="classification",
-        adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1", value=0.5,
-        higher_is_better=True, config=e.config, facts=facts)
-        for e in plan.experiments if e.seed in (0, 1, 2) and e.encoder != "efficientnet_lite0"])
+    tier, root = tier_with_stored_full_runs(tmp_path, without="efficientnet_lite0")
 
     def block(block, experiments, ctx, *, full_steps, planned, order):
         for i, enc in enumerate(sorted(order, key=lambda e: e != "efficientnet_lite0")):  # the unpriced one first
