@@ -34,13 +34,16 @@ def test_every_console_script_is_a_row_of_the_command_table_and_its_parts_load()
 def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
     """Before, gate-run's CLI checked the run config and run_finetune checked it again (and resolved it twice
     more): two calls of validate_run_config per run, the dataset section checked three times and the split recipe
-    four. Now, counted on a real gate-run: the config checked once, the dataset section checked once, its spec built
-    once, the split recipe checked once."""
+    four. Now, counted on a real gate-run: the config resolved once (it was twice: once to check, once more with
+    absolute output paths), checked once, the dataset section checked once, its spec built once, the split recipe
+    checked once."""
+    from omegaconf import OmegaConf
+
     from gate.cli import run
     from gate.data import spec as spec_module
     from gate.engine import build, validate
 
-    calls = {"run config": 0, "dataset section": 0, "spec": 0, "split recipe": 0}
+    calls = {"run config": 0, "dataset section": 0, "spec": 0, "split recipe": 0, "resolved": 0}
 
     def counting(what, real):
         def counted(*args, **kwargs):
@@ -53,11 +56,15 @@ def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(spec_module.DatasetSpec, "__post_init__",
                         counting("spec", spec_module.DatasetSpec.__post_init__))
     monkeypatch.setattr(build, "checked_recipe", counting("split recipe", build.checked_recipe))
+    real_resolved, real_plain_of = validate.resolved_config, validate._resolved
+    monkeypatch.setattr(validate, "resolved_config", counting("resolved", real_resolved))
+    monkeypatch.setattr(validate, "_resolved", lambda cfg: (counting("resolved", real_plain_of)
+                                                            if OmegaConf.is_config(cfg) else real_plain_of)(cfg))
     out = call_cli(run.main, [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"], capsys,
                    prog="gate-run")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "test/" in out.stdout
-    assert calls == {"run config": 1, "dataset section": 1, "spec": 1, "split recipe": 1}, calls
+    assert calls == {"run config": 1, "dataset section": 1, "spec": 1, "split recipe": 1, "resolved": 1}, calls
 
 
 def test_a_warning_prints_as_one_line():

@@ -58,7 +58,8 @@ def resolved_config(cfg: DictConfig) -> dict[str, Any]:
     plain.pop("hydra", None)
     if isinstance(plain.get("paths"), dict):
         # absolute, but links kept as given: a message names the path the user set (records.jsonl, a link to ...)
-        plain["paths"] = {k: os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) else v
+        # (an empty path stays empty: the output-root check refuses it, where abspath would make it the cwd)
+        plain["paths"] = {k: os.path.abspath(os.path.expanduser(v)) if isinstance(v, str) and v.strip() else v
                           for k, v in plain["paths"].items()}
     return plain
 
@@ -86,10 +87,12 @@ def check_output_root(root: Any) -> Path:
     return path
 
 
-def _paths(plain: Mapping[str, Any]) -> list[str]:
+def _paths(plain: Mapping[str, Any], root: Any = None) -> list[str]:
+    """The output root's problem (``root``: as the user gave it, for the message, where ``plain`` holds it made
+    absolute)."""
     try:  # (a missing paths group is the schema's to report)
         if "paths" in plain:
-            check_output_root(_section(plain, "paths").get("root"))
+            check_output_root(root if root is not None else _section(plain, "paths").get("root"))
     except ConfigError as err:
         return [str(err)]
     return []
@@ -280,20 +283,21 @@ def compile_unavailable(accelerator: Any) -> str | None:
     return None
 
 
-def validate_run_config(cfg: Any) -> dict[str, Any]:
+def validate_run_config(cfg: Any, root: Any = None) -> dict[str, Any]:
     """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every problem
-    of the run's own settings, else every problem of its adapter, dataset, encoder and their rules across sections."""
+    of the run's own settings, else every problem of its adapter, dataset, encoder and their rules across sections
+    (``root``: the output root as the user gave it, where ``cfg`` holds it made absolute)."""
     plain = _resolved(cfg)
     problems = check(plain, settings.RUN)
     _raise_if_any(problems, "gate-run config")  # at once: the checks below import torch (seconds)
     problems += _adapter(plain)  # first: importing the adapter registers a task family of the user's own
     problems += _dataset(plain) + _encoder(plain, recipe=True) + _family_caps(plain) + _layout(plain)
-    problems += _compile(plain) + _paths(plain)
+    problems += _compile(plain) + _paths(plain, root)
     _raise_if_any(problems, "gate-run config")
     return plain
 
 
-def validate_score_config(cfg: Any) -> dict[str, Any]:
+def validate_score_config(cfg: Any, root: Any = None) -> dict[str, Any]:
     """Check a composed ``score.yaml``; returns it as plain resolved data."""
     plain = _resolved(cfg)
     _raise_if_any(check(plain, settings.SCORE), "gate-score config")  # at once, as gate-run's
@@ -317,7 +321,7 @@ def validate_score_config(cfg: Any) -> dict[str, Any]:
         if headless and need_head:
             problems.append(f"metrics={show(metrics)} is invalid: {need_head} need the source classification head "
                             f"that encoder {_section(plain, 'encoder').get('name', '?')} does not have; drop them")
-    problems += _dataset(plain) + _encoder(plain, recipe=False) + _paths(plain)
+    problems += _dataset(plain) + _encoder(plain, recipe=False) + _paths(plain, root)
     _raise_if_any(problems, "gate-score config")
     return plain
 
@@ -339,23 +343,35 @@ class Checked:
     uses_lightning: bool = True  # the stage trains or extracts features: Lightning's chatter is quieted first
 
 
-def _checked(command: str, section: settings.Section, name: str, cfg: Any) -> Checked:
-    config = resolved_config(cfg) if OmegaConf.is_config(cfg) else dict(cfg)
+def _plain(cfg: Any) -> tuple[dict[str, Any], Any]:
+    """A composed config resolved once (:func:`resolved_config`: absolute output paths), and its output root as the
+    user gave it (what a message about it names); an interpolation that cannot resolve is a config error naming it.
+    Plain data is taken as it is."""
+    if not OmegaConf.is_config(cfg):
+        return dict(cfg), None
+    try:
+        return resolved_config(cfg), OmegaConf.select(cfg, "paths.root")
+    except Exception as err:  # noqa: BLE001 - OmegaConf raises several types for broken interpolations
+        raise ConfigError(f"the config does not resolve: {' '.join(str(err).split())}") from None
+
+
+def _checked(command: str, section: settings.Section, name: str, config: dict[str, Any]) -> Checked:
     # the dataset section passed the validation just before (the one dataset check): its spec is built, not re-checked
     return Checked(command, config, settings.build(section, config, name), checked_spec(config["dataset"]))
 
 
 def parse_run(cfg: Any) -> Checked:
-    """A composed ``run.yaml``, checked (:func:`validate_run_config`), resolved (:func:`resolved_config`) and
-    typed."""
-    validate_run_config(cfg)
-    return _checked("gate-run", settings.RUN, "RunConfig", cfg)
+    """A composed ``run.yaml``, resolved once (:func:`_plain`), checked (:func:`validate_run_config`) and typed."""
+    config, root = _plain(cfg)
+    validate_run_config(config, root)
+    return _checked("gate-run", settings.RUN, "RunConfig", config)
 
 
 def parse_score(cfg: Any) -> Checked:
-    """A composed ``score.yaml``, checked (:func:`validate_score_config`), resolved and typed."""
-    validate_score_config(cfg)
-    return _checked("gate-score", settings.SCORE, "ScoreConfig", cfg)
+    """A composed ``score.yaml``, resolved once, checked (:func:`validate_score_config`) and typed."""
+    config, root = _plain(cfg)
+    validate_score_config(config, root)
+    return _checked("gate-score", settings.SCORE, "ScoreConfig", config)
 
 
 def validate_command_config(cfg: Any, section: settings.Section, what: str) -> dict[str, Any]:
