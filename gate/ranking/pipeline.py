@@ -484,11 +484,13 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
 
-    def block_seconds(bench: str, seed: int, steps: int, val_every: int, bound: bool = False) -> float:
-        # a run an earlier call stored is read back, not trained; its seconds still count (the ledger spends them),
-        # so the plan prices it at what it cost
+    def block_seconds(bench: str, seed: int, steps: int, val_every: int, bound: bool = False,
+                      encoders: Sequence[str] | None = None, scale: float = 1.0) -> float:
+        """A block's predicted seconds (of ``encoders``, all by default; ``scale`` times a run to be trained). A run
+        an earlier call stored is read back, not trained; its seconds still count (the ledger spends them), so the
+        plan prices it at what it cost."""
         return sum(made[key] if (key := (e, bench, seed, steps, val_every)) in made and math.isfinite(made[key])
-                   else run_seconds(bench, e, steps, val_every, bound) for e in pool)
+                   else scale * run_seconds(bench, e, steps, val_every, bound) for e in encoders or pool)
 
     def block_bound(bench: str, seed: int, steps: int, val_every: int) -> float:
         return block_seconds(bench, seed, steps, val_every, bound=True)
@@ -624,19 +626,19 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             # stands times the speed measured, must fit in what is left of the budget of the full tier as now
             # predicted (a block the store's quiet runs priced can meet a loaded machine)
             left = [e for e in order if e not in {g.encoder for g in got}]
-            if left:
-                ahead = sum(made[key] if (key := (e, block.benchmark, block.seed, block.steps, block.val_every)) in made
-                            and math.isfinite(made[key]) else speed[0] * run_seconds(block.benchmark, e, block.steps, block.val_every)
-                            for e in left)
-                spent, limit = ledger.spent_seconds or 0.0, request.budget * predict_full()
-                if spent + ahead > limit * (1 + OVERRUN_TOLERANCE):
-                    stopped[(block.seed, block.benchmark)] = (
-                        f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× what the "
-                        f"store's runs of the same encoders predict) the other {len(left)} would pass the budget "
-                        f"({(spent + ahead) / limit * request.budget:.3f} of the full tier against {request.budget})")
-                    ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed} {stopped[(block.seed, block.benchmark)]};"
-                             f" its runs are left out of the ranking (their seconds count)", flush=True)
-                    break
+            if not left:
+                continue
+            ahead = block_seconds(block.benchmark, block.seed, block.steps, block.val_every, encoders=left,
+                                  scale=speed[0])
+            projected = ((ledger.spent_seconds or 0.0) + ahead) / predict_full()
+            if projected > request.budget * (1 + OVERRUN_TOLERANCE):
+                why = (f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× what "
+                       f"the store's runs of the same encoders predict) the other {len(left)} would pass the budget "
+                       f"({projected:.3f} of the full tier against {request.budget})")
+                stopped[(block.seed, block.benchmark)] = why
+                ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed} {why}; its runs are left out of the "
+                         f"ranking (their seconds count)", flush=True)
+                break
         runs.extend(got)
         # every seed's runs of it so far, of whole blocks: a block stopped short has not run every encoder
         why_not = no_skill([r for r in runs if r.benchmark == block.benchmark and (r.seed, r.benchmark) not in stopped])
