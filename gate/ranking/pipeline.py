@@ -463,11 +463,10 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
 
-    # how fast this machine runs now against the store's runs (a parallel load they did not have, or less contention
-    # than they had): this call's trained runs' seconds over what the store's own runs of the same encoder × benchmark
-    # predict for them (``base``, the model before this call's runs; a run whose pair the store lacks is priced by a
-    # fit across pairs, whose error would pass for a load). 1 until such a run has been measured. Every later
-    # prediction is made at it; a plan fits blocks at no less than 1 (a faster machine never shrinks its margin).
+    # how fast this machine runs now against the store's runs (a parallel load they did not have): this call's
+    # trained runs' seconds over what the store's own runs of the same encoder × benchmark predict for them (``base``,
+    # the model before this call's runs; a run whose pair the store lacks is priced by a fit across pairs, whose error
+    # would pass for a load). 1 until such a run has been measured.
     base = CostModel(model.observations)
     trained: list[tuple[float, float]] = []  # (seconds, the store's price)
     speed = [1.0]
@@ -477,20 +476,21 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         return costs.seconds(steps, steps // max(val_every, 1)) if costs.basis == "measured" else None
 
     def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
-        """A proxy run's predicted seconds at the speed measured (``bound``: with the margin a plan fits it into the
-        budget at, and at no less than the store's speed)."""
+        """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at, and at the
+        present speed)."""
         costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
         margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
-        return margin * costs.seconds(steps, steps // max(val_every, 1)) * (max(speed[0], 1.0) if bound else speed[0])
+        return margin * costs.seconds(steps, steps // max(val_every, 1)) * (speed[0] if bound else 1.0)
 
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
 
     def block_seconds(bench: str, seed: int, steps: int, val_every: int, bound: bool = False,
-                      encoders: Sequence[str] | None = None) -> float:
-        """A block's predicted seconds (of ``encoders``, all by default). A run an earlier call stored is read back,
-        not trained; its seconds still count (the ledger spends them), so the plan prices it at what it cost."""
+                      encoders: Sequence[str] | None = None, scale: float = 1.0) -> float:
+        """A block's predicted seconds (of ``encoders``, all by default; ``scale`` times a run to be trained). A run
+        an earlier call stored is read back, not trained; its seconds still count (the ledger spends them), so the
+        plan prices it at what it cost."""
         return sum(made[key] if (key := (e, bench, seed, steps, val_every)) in made and math.isfinite(made[key])
-                   else run_seconds(bench, e, steps, val_every, bound) for e in encoders or pool)
+                   else scale * run_seconds(bench, e, steps, val_every, bound) for e in encoders or pool)
 
     def block_bound(bench: str, seed: int, steps: int, val_every: int) -> float:
         return block_seconds(bench, seed, steps, val_every, bound=True)
@@ -621,14 +621,15 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                 price = store_price(block.benchmark, r.encoder, block.steps, block.val_every)
                 if price:
                     trained.append((r.seconds, price))
-                    speed[0] = sum(t[0] for t in trained) / sum(t[1] for t in trained)
+                    speed[0] = max(1.0, sum(t[0] for t in trained) / sum(t[1] for t in trained))
             # a block runs whole only while the budget holds it: its remaining runs, predicted by the model as it
-            # stands at the speed measured, must fit in what is left of the budget of the full tier as now predicted
-            # (a block the store's quiet runs priced can meet a loaded machine)
+            # stands times the speed measured, must fit in what is left of the budget of the full tier as now
+            # predicted (a block the store's quiet runs priced can meet a loaded machine)
             left = [e for e in order if e not in {g.encoder for g in got}]
             if not left:
                 continue
-            ahead = block_seconds(block.benchmark, block.seed, block.steps, block.val_every, encoders=left)
+            ahead = block_seconds(block.benchmark, block.seed, block.steps, block.val_every, encoders=left,
+                                  scale=speed[0])
             projected = ((ledger.spent_seconds or 0.0) + ahead) / predict_full()
             if projected > request.budget * (1 + OVERRUN_TOLERANCE):
                 why = (f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× what "
