@@ -249,9 +249,10 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
                                                                                                   monkeypatch):
     """The store holds the full tier's runs (3 encoders × digits × seeds 0-2, 100 s each: 900 s, measured on a quiet
     machine), so the cost model prices the proxy's block from them and budget=0.3 (270 s) buys one block of three
-    runs. Each proxy run takes twice its prediction (a parallel load). After the first run, the other two at the
-    speed measured would pass the budget: the block stops there, its run is listed as 'stopped' and not ranked, and
-    the call spends that one run, within the budget (it ran the whole block before and spent ≈ 0.5)."""
+    runs. Each proxy run takes twice its prediction (a parallel load). After the first run, the other two would pass
+    the budget (priced at the store's speed: a call's first run pays the process's start, so it is no evidence of a
+    load; its seconds still count): the block stops there, its run is listed as 'stopped' and not ranked, and the call
+    spends that one run, within the budget (it ran the whole block before and spent 0.472)."""
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun

@@ -466,9 +466,12 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     # how fast this machine runs now against the store's runs (a parallel load they did not have): this call's
     # trained runs' seconds over what the store's own runs of the same encoder × benchmark predict for them (``base``,
     # the model before this call's runs; a run whose pair the store lacks is priced by a fit across pairs, whose error
-    # would pass for a load). 1 until such a run has been measured.
+    # would pass for a load). The call's first trained run is no evidence either: it pays the process's start on the
+    # device once (on an H200 pool C's first runs took 1.22-1.45 of their price, the rest 0.52-0.76). 1 until such a
+    # run has been measured.
     base = CostModel(model.observations)
-    trained: list[tuple[float, float]] = []  # (seconds, the store's price)
+    trained: list[tuple[float, float]] = []  # (seconds, the store's price) of this call's trained runs but its first
+    first_trained = [True]
     speed = [1.0]
 
     def store_price(bench: str, enc: str, steps: int, val_every: int) -> float | None:
@@ -618,7 +621,9 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             if r.facts.get("split_rows"):
                 rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
             if not r.stored and r.seconds is not None:
-                price = store_price(block.benchmark, r.encoder, block.steps, block.val_every)
+                price = None if first_trained[0] else store_price(block.benchmark, r.encoder, block.steps,
+                                                                  block.val_every)
+                first_trained[0] = False
                 if price:
                     trained.append((r.seconds, price))
                     speed[0] = max(1.0, sum(t[0] for t in trained) / sum(t[1] for t in trained))
