@@ -284,6 +284,36 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
     assert "static's: the budget stopped digits seed 100 before its last run" in out.stdout
 
 
+def test_a_calls_first_run_paying_the_process_start_is_no_evidence_of_a_load(tmp_path, capsys, monkeypatch):
+    """As above, but only the call's first run is dear (1.5× its price: on an H200 the first run of a process took
+    1.22-1.45 of its price, the rest 0.52-0.76, docs/ranking.md) and the others cost their price. Read as a load, the
+    1.5× priced the other two runs past the budget and stopped a block that fits (3.5 runs' worth of a budget that
+    holds 3.8); now the block runs whole, ranks, and spends what it cost, within the budget."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+
+    tier, root = tier_with_stored_full_runs(tmp_path)
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        for i, enc in enumerate(order):
+            seconds = (1.5 if i == 0 else 1.0) * planned[enc]
+            yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
+                           0.5 + 0.1 * i, 0.5 + 0.1 * i, 0.4, 0.6, "last value", seconds, planned[enc], False,
+                           {"wall_seconds": seconds, "global_step": block.steps, "params": 1e7})
+
+    monkeypatch.setattr(pipeline, "run_block", block)
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
+                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false"],
+                   capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "stopped after" not in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout, \
+        out.stdout[-3000:]
+    ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
+    assert len([k for k in ledger["items"] if k.startswith("run ")]) == 3
+    assert ledger["fraction"] <= 0.3 and "OVER THE BUDGET" not in out.stdout
+
+
 def test_a_run_the_store_cannot_price_by_its_own_pair_is_no_evidence_of_a_load(tmp_path, capsys, monkeypatch):
     """As above, but the store lacks efficientnet_lite0's full runs, so its proxy run is priced by a fit across pairs
     (whose error is 22-46 %, docs/ranking.md): that run takes 1.6× its price and the others exactly theirs. The speed a
