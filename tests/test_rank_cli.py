@@ -245,6 +245,18 @@ def tier_with_stored_full_runs(tmp_path: Path, without: str = "") -> tuple[Path,
     return tier, root
 
 
+def rank_at_a_third(tier: Path, root: Path, capsys, *extra: str):
+    """gate-rank on a tier of :func:`tier_with_stored_full_runs` at budget 0.3, one proxy seed, proxy runs only (the
+    stored full runs price the plan, never rank); exit 0 checked."""
+    from gate.cli import rank
+
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
+                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false",
+                               *extra], capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out
+
+
 def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_within_the_budget(tmp_path, capsys,
                                                                                                   monkeypatch):
     """The store holds the full tier's runs (3 encoders × digits × seeds 0-2, 100 s each: 900 s, measured on a quiet
@@ -253,7 +265,6 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
     the budget (priced at the store's speed: a call's first run pays the process's start, so it is no evidence of a
     load; its seconds still count): the block stops there, its run is listed as 'stopped' and not ranked, and the call
     spends that one run, within the budget (it ran the whole block before and spent 0.472)."""
-    from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
 
@@ -269,10 +280,7 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
                             block.steps, "validations": vals, "validation_seconds": 2 * 2.0 * vals, "params": 1e7})
 
     monkeypatch.setattr(pipeline, "run_block", loaded_block)
-    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
-                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false"],
-                   capsys, prog="gate-rank")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = rank_at_a_third(tier, root, capsys)
     assert "proxy seed(s) × digits" in out.stdout  # the plan: one block of three runs
     assert "digits seed 100 stopped after 1 of 3 runs" in out.stdout, out.stdout[-3000:]
     ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
@@ -289,7 +297,6 @@ def test_a_calls_first_run_paying_the_process_start_is_no_evidence_of_a_load(tmp
     1.22-1.45 of its price, the rest 0.52-0.76, docs/ranking.md) and the others cost their price. Read as a load, the
     1.5× priced the other two runs past the budget and stopped a block that fits (3.5 runs' worth of a budget that
     holds 3.8); now the block runs whole, ranks, and spends what it cost, within the budget."""
-    from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
 
@@ -303,10 +310,7 @@ def test_a_calls_first_run_paying_the_process_start_is_no_evidence_of_a_load(tmp
                            {"wall_seconds": seconds, "global_step": block.steps, "params": 1e7})
 
     monkeypatch.setattr(pipeline, "run_block", block)
-    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
-                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false"],
-                   capsys, prog="gate-rank")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = rank_at_a_third(tier, root, capsys)
     assert "stopped after" not in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout, \
         out.stdout[-3000:]
     ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
@@ -319,7 +323,6 @@ def test_a_run_the_store_cannot_price_by_its_own_pair_is_no_evidence_of_a_load(t
     (whose error is 22-46 %, docs/ranking.md): that run takes 1.6× its price and the others exactly theirs. The speed a
     block is stopped at is measured on runs the store prices from their own pair only, so this is no load: the block
     runs whole and ranks (measured against every run, the 1.6× read as a load stopped it after its first run)."""
-    from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
 
@@ -333,10 +336,7 @@ def test_a_run_the_store_cannot_price_by_its_own_pair_is_no_evidence_of_a_load(t
                            {"wall_seconds": seconds, "global_step": block.steps, "params": 1e7})
 
     monkeypatch.setattr(pipeline, "run_block", block)
-    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.3", "baseline_scores=[]",
-                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false",
-                               "static=[params]"], capsys, prog="gate-rank")
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out = rank_at_a_third(tier, root, capsys, "static=[params]")
     assert "stopped after" not in out.stdout and "predicted ranking on tier tiny (proxy's" in out.stdout, \
         out.stdout[-3000:]
     ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())

@@ -18,27 +18,6 @@ cp "${TRUTH:-.gpu3/c_truth.jsonl}" "$R/results/records.jsonl"
 $PY measurements/rank_validation.py --root "$R" --pool C --seeds 3 --truth-only --workers 1 ${TINY:-} > "$OUT/truth.log" 2>&1
 echo "truth exit $? ($(grep -o '[0-9]* experiments, [0-9]* already stored' "$OUT/truth.log"))"
 calls=${CALLS:-"v2: v2_101:--proxy-seeds=101 v2_102:--proxy-seeds=102 first:proxy_benchmarks=first"}
-$PY - "$R" $calls <<'PY'
-import shutil, sys
-r = sys.argv[1]
-for call in sys.argv[2:]:
-    shutil.copytree(r, f"{r}_{call.split(':')[0]}", ignore=shutil.ignore_patterns("runs", "csv_logs", "tmp", "wandb", "reports"),
-                    dirs_exist_ok=True)
-PY
-pids=""
-for call in $calls; do
-  name=${call%%:*}; arg=${call#*:}
-  case "$arg" in --proxy-seeds=*) extra="--proxy-seeds ${arg#--proxy-seeds=}"; variant="";; *) extra=""; variant="$arg";; esac
-  setsid $PY measurements/rank_validation.py --root "${R}_$name" --pool C --seeds 3 --workers 1 ${TINY:-} $extra --variant "$variant" \
-    > "$OUT/call_$name.log" 2>&1 &
-  pids="$pids $!"
-done
-deadline=$((t0 + ${DEADLINE:-360}))
-for p in $pids; do
-  while kill -0 $p 2>/dev/null && [ "$(date +%s)" -lt $deadline ]; do sleep 2; done
-  if kill -0 $p 2>/dev/null; then kill -TERM -- -$p; echo "call $p stopped at the deadline (unfinished)"; fi
-done
-wait
-for call in $calls; do name=${call%%:*}; mkdir -p "$OUT/reports_$name"; cp -r "${R}_$name"/reports/rank-* "$OUT/reports_$name/" 2>/dev/null
-  cp "${R}_$name/results/records.jsonl" "$OUT/records_$name.jsonl"; grep -h "gate-rank:\|^\[.*exit" "$OUT/call_$name.log" | tail -2; done
+. measurements/gpu/calls_side_by_side.sh
+calls_side_by_side C "$R" $((t0 + ${DEADLINE:-360})) $calls
 echo "calls: $(( $(date +%s) - t0 )) s"

@@ -17,27 +17,6 @@ echo "truth exit $? after $(( $(date +%s) - t0 )) s"; tail -1 "$OUT/truth2.log"
 $PY -c "import json,sys; print(len({json.loads(l)['experiment'] for l in open(sys.argv[1])}), 'runs stored')" "$R/results/records.jsonl"
 cp "$R/results/records.jsonl" "$OUT/truth_records.jsonl"
 calls=${CALLS:-"v2: first:proxy_benchmarks=first v2_101:--proxy-seeds=101 v2_102:--proxy-seeds=102"}
-$PY - "$R" $calls <<'PY'
-import shutil, sys
-r = sys.argv[1]
-for call in sys.argv[2:]:
-    shutil.copytree(r, f"{r}_{call.split(':')[0]}", ignore=shutil.ignore_patterns("runs", "csv_logs", "tmp", "wandb", "reports"),
-                    dirs_exist_ok=True)
-PY
-pids=""
-for call in $calls; do
-  name=${call%%:*}; arg=${call#*:}
-  case "$arg" in --proxy-seeds=*) extra="--proxy-seeds ${arg#--proxy-seeds=}"; variant="";; *) extra=""; variant="$arg";; esac
-  setsid $PY measurements/rank_validation.py --root "${R}_$name" --pool E --seeds 3 --workers 1 ${TINY:-} $extra --variant "$variant" \
-    > "$OUT/call_$name.log" 2>&1 &
-  pids="$pids $!"
-done
-deadline=$((t0 + ${DEADLINE:-420}))
-for p in $pids; do
-  while kill -0 $p 2>/dev/null && [ "$(date +%s)" -lt $deadline ]; do sleep 2; done
-  if kill -0 $p 2>/dev/null; then kill -TERM -- -$p; echo "call $p stopped at the deadline (unfinished)"; fi
-done
-wait
-for call in $calls; do name=${call%%:*}; mkdir -p "$OUT/reports_$name"; cp -r "${R}_$name"/reports/rank-* "$OUT/reports_$name/" 2>/dev/null
-  cp "${R}_$name/results/records.jsonl" "$OUT/records_$name.jsonl"; grep -h "gate-rank:\|^\[.*exit" "$OUT/call_$name.log" | tail -2; done
+. measurements/gpu/calls_side_by_side.sh
+calls_side_by_side E "$R" $((t0 + ${DEADLINE:-420})) $calls
 echo "phase 2: $(( $(date +%s) - t0 )) s"
