@@ -90,13 +90,18 @@ class Ledger:
         """'' or, where some of the full tier's runs are of families no run measured yet (priced at the measured
         families' mean, the cost model's largest error: 46–55 % median on the stores measured), how many: the
         fraction of the full tier is then uncertain."""
-        n = sum(1 for b in self.full_basis.values() if b == NEW_FAMILY)
+        n = self.new_family_entries
         return f"; {n} of {len(self.full_basis)} priced from other families' runs: uncertain" if n else ""
+
+    @property
+    def new_family_entries(self) -> int:
+        """How many of the full tier's encoder × benchmark entries are priced from other families' runs."""
+        return sum(1 for b in self.full_basis.values() if b == NEW_FAMILY)
 
     def fraction_if_dearer(self) -> float | None:
         """The fraction spent were every full-tier entry priced from other families' runs :attr:`new_family_margin`
         times dearer: the low end of what the fraction can be (None: nothing so priced, or not measured)."""
-        if self.fraction is None or not any(b == NEW_FAMILY for b in self.full_basis.values()):
+        if self.fraction is None or not self.new_family_entries:
             return None
         full = sum(v * (self.new_family_margin if self.full_basis.get(k) == NEW_FAMILY else 1.0)
                    for k, v in self.full.items() if v is not None)
@@ -112,11 +117,10 @@ class Ledger:
             return ""
         low = self.fraction_if_dearer()
         if low is not None and low <= limit:
-            n = sum(1 for b in self.full_basis.values() if b == NEW_FAMILY)
             return (f"possibly over the budget: {self.fraction:.3f} of the full tier as predicted against "
-                    f"budget={self.budget}, but {n} of its {len(self.full_basis)} encoder × benchmark entries are "
-                    f"priced from other families' runs, which err up to ×{self.new_family_margin:.2f}: {low:.3f} if "
-                    f"they cost that much more")
+                    f"budget={self.budget}, but {self.new_family_entries} of its {len(self.full_basis)} encoder × "
+                    f"benchmark entries are priced from other families' runs, which err up to "
+                    f"×{self.new_family_margin:.2f}: {low:.3f} if they cost that much more")
         return (f"OVER THE BUDGET: {self.fraction:.3f} of the full tier's seconds against budget={self.budget} (the "
                 f"plan is re-made before every block from the costs measured so far, and a block stops where its other runs "
                 f"would pass the budget at the speed measured; a run once started runs whole"
