@@ -178,8 +178,8 @@ class Setting:
         if kind == "section":
             return isinstance(value, Mapping) and isinstance(value.get("_target_"), str)
         if kind == "interval":
-            return isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_finite(v) for v in value) \
-                and value[0] < value[1]
+            return (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_finite(v) for v in value)
+                and value[0] < value[1])
         if kind == "any":
             return True
         raise ValueError(f"unknown setting kind {kind!r}")
@@ -370,8 +370,8 @@ def typed(section: Section, name: str) -> type:
     if id(section) not in _TYPED:
         fields = []
         for key, setting in section.settings.items():
-            kind = typed(setting, name + "".join(p.title() for p in key.split("_"))) if isinstance(setting, Section) \
-                else _PY_TYPES[setting.kind]
+            kind = (typed(setting, name + "".join(p.title() for p in key.split("_"))) if isinstance(setting, Section)
+                else _PY_TYPES[setting.kind])
             fields.append((key, kind, dataclasses.field(default=None)))
         fields.append(("_source", Mapping, dataclasses.field(default_factory=dict, repr=False, compare=False)))
         cls = dataclasses.make_dataclass(name, fields, bases=(Parsed,), frozen=True, eq=True)

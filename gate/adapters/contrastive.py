@@ -327,8 +327,8 @@ class ZeroShotContrastive(Adapter):
             problems.append(f"adapter.retrieval_candidates={candidates} is invalid: acc@{most} needs more than {most} "
                             f"candidates (every query would be a hit); GATE ranks among {DEFAULT_RETRIEVAL_CANDIDATES}")
         targets = dataset.get("targets")
-        if candidates is not None and candidates % 2 and isinstance(targets, Mapping) and \
-                "contrast_pair" in targets.values():
+        if (candidates is not None and candidates % 2 and isinstance(targets, Mapping) and
+                "contrast_pair" in targets.values()):
             problems.append(f"adapter.retrieval_candidates={candidates} is invalid: dataset {dataset.get('name', '?')} "
                             f"holds pairs of rows (a contrast_pair target): use an even number, e.g. 64")
         one = Int(1, high=1)

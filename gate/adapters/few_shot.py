@@ -103,8 +103,8 @@ class EpisodeSampler:
             self._check_class(c, members, self.min_shots)
 
     def _check_class(self, c: int, members: np.ndarray, shots: int) -> None:
-        queries, keys = (1, "adapter.min_shots + 1 query (adaptive_queries)") if self.adaptive_queries else \
-            (self.queries, "adapter.min_shots + adapter.queries_per_class")
+        queries, keys = ((1, "adapter.min_shots + 1 query (adaptive_queries)") if self.adaptive_queries else
+            (self.queries, "adapter.min_shots + adapter.queries_per_class"))
         if members.size < shots + queries:
             shown = ", ".join(str(int(i)) for i in members[:5]) + (", ..." if members.size > 5 else "")
             raise ValueError(f"{self._where()}: {self._class(c)} has only {members.size} examples (example(s) {shown}), "

@@ -282,8 +282,8 @@ def representative_heatmap(mean: pd.DataFrame, path: Path, *, halfwidth: pd.Data
                 ax.text(j, i, "—", ha="center", va="center", fontsize=7, color="grey")
                 continue
             text = f"{v:.3g}"
-            if halfwidth is not None and bench in halfwidth.columns and enc in halfwidth.index \
-                    and np.isfinite(halfwidth.loc[enc, bench]):
+            if (halfwidth is not None and bench in halfwidth.columns and enc in halfwidth.index
+                    and np.isfinite(halfwidth.loc[enc, bench])):
                 text += f"\n±{halfwidth.loc[enc, bench]:.2g}"
             ax.text(j, i, text, ha="center", va="center", fontsize=7,
                     color="black" if brightness.loc[enc, bench] > 0.55 else "white")

@@ -49,8 +49,8 @@ def arrow_values(column) -> Any:
             return array.to_pylist()  # ragged: each row keeps its own shape
         shape.append(int(lengths[0]) if lengths.size else 0)
         flat = pc.list_flatten(flat)
-    if not (pa.types.is_integer(flat.type) or pa.types.is_floating(flat.type) or pa.types.is_boolean(flat.type)) \
-            or flat.null_count:
+    if (not (pa.types.is_integer(flat.type) or pa.types.is_floating(flat.type) or pa.types.is_boolean(flat.type))
+            or flat.null_count):
         return array.to_pylist()
     return np.asarray(flat.to_numpy(zero_copy_only=False)).reshape(rows, *shape)
 

@@ -167,8 +167,8 @@ def has_credentials(source: Mapping[str, Any]) -> bool:
         except ImportError:  # pragma: no cover
             return False
     if access == "kaggle":
-        return bool(os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY")) or \
-            (Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle")) / "kaggle.json").is_file()
+        return (bool(os.environ.get("KAGGLE_USERNAME") and os.environ.get("KAGGLE_KEY")) or
+            (Path(os.environ.get("KAGGLE_CONFIG_DIR", Path.home() / ".kaggle")) / "kaggle.json").is_file())
     return access == "open"
 
 

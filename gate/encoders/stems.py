@@ -143,8 +143,8 @@ def _smallest_patch(image_size: int, max_tokens: int) -> int:
 def needs_stem(encoder: GATEEncoder, modality: str | None) -> bool:
     """Whether ``encoder`` must be stemmed to take ``modality``: it does not take it, but its body takes
     embeddings and the modality is one a patch stem reads."""
-    return bool(modality) and not encoder.accepts(modality) and modality in STEM_MODALITIES and \
-        encoder.takes_embeddings
+    return (bool(modality) and not encoder.accepts(modality) and modality in STEM_MODALITIES and
+        encoder.takes_embeddings)
 
 
 def stem_encoder(encoder: GATEEncoder, stem_cfg: Mapping[str, Any] | None, image_size: int | None) -> StemmedEncoder:

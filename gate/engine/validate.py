@@ -107,8 +107,8 @@ def _encoder(plain: Mapping[str, Any], recipe: bool) -> list[str]:
     problems = check(encoder, settings.encoder_section(), "encoder")
     cls, name = target_of(encoder), encoder.get("name", "?")
     modality = dataset.get("modality")
-    if cls is not None and modality and hasattr(cls, "accepts") and getattr(cls, "modalities", None) \
-            and not cls.accepts(modality):
+    if (cls is not None and modality and hasattr(cls, "accepts") and getattr(cls, "modalities", None)
+            and not cls.accepts(modality)):
         from ..encoders.stems import STEM_MODALITIES
 
         stem = _section(encoder, "stem")
@@ -117,8 +117,8 @@ def _encoder(plain: Mapping[str, Any], recipe: bool) -> list[str]:
             if Int(1).valid(patch) and Int(1).valid(size) and patch > size:  # a patch stem feeds the body images
                 problems.append(f"encoder.stem.patch_size={patch} is invalid: must be <= the image size {size}")
         else:
-            stems = f" (a patch stem feeds {list(STEM_MODALITIES)} to text/audio bodies only)" \
-                if modality in STEM_MODALITIES or getattr(cls, "takes_embeddings", False) else ""
+            stems = (f" (a patch stem feeds {list(STEM_MODALITIES)} to text/audio bodies only)"
+                     if modality in STEM_MODALITIES or getattr(cls, "takes_embeddings", False) else "")
             problems.append(f"encoder={name} takes {sorted(cls.modalities)} input, but dataset="
                             f"{dataset.get('name', '?')} is {modality}: choose an encoder that takes {modality}{stems}")
     if modality in ("image", "video"):

@@ -142,8 +142,8 @@ def observation(features: RunFeatures, facts: Mapping[str, Any], tests: float = 
         return None
     validations = facts.get("validations")
     val_seconds = facts.get("validation_seconds")
-    per_val = float(val_seconds) / float(validations) if isinstance(validations, (int, float)) and validations \
-        and isinstance(val_seconds, (int, float)) else math.nan
+    per_val = (float(val_seconds) / float(validations) if isinstance(validations, (int, float)) and validations
+        and isinstance(val_seconds, (int, float)) else math.nan)
     fixed = float(wall) - float(train) - (float(val_seconds) if isinstance(val_seconds, (int, float)) else 0.0)
     if tests and math.isfinite(per_val):
         fixed -= tests * per_val
@@ -284,12 +284,12 @@ class CostModel:
         def basis_of(b: str) -> str:
             n = len(ratios.get(b, []))
             if b == NEW_FAMILY:
-                return f"{n} run(s), each family left out" if n >= MARGIN_MIN_RUNS else \
-                    f"fewer than {MARGIN_MIN_RUNS} runs: the cap"
-            return f"{n} run(s)" if n >= MARGIN_MIN_RUNS else f"{every} run(s) of any basis" \
-                if every >= MARGIN_MIN_RUNS else f"fewer than {MARGIN_MIN_RUNS} runs: the cold start's"
+                return (f"{n} run(s), each family left out" if n >= MARGIN_MIN_RUNS else
+                    f"fewer than {MARGIN_MIN_RUNS} runs: the cap")
+            return (f"{n} run(s)" if n >= MARGIN_MIN_RUNS else f"{every} run(s) of any basis"
+                if every >= MARGIN_MIN_RUNS else f"fewer than {MARGIN_MIN_RUNS} runs: the cold start's")
 
         parts = [f"{b} ×{self.margin(b):.2f} ({basis_of(b)})" for b in ("measured", "fitted")]
         parts.append(f"a family not measured ×{self._new_family_margin():.2f} ({basis_of(NEW_FAMILY)})")
-        return "warm predictions planned with a margin (the store's runs predicted without themselves): " + \
-            ", ".join(parts)
+        return ("warm predictions planned with a margin (the store's runs predicted without themselves): " +
+            ", ".join(parts))

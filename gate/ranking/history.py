@@ -81,8 +81,8 @@ class History:
     def usable(self, benchmarks: Sequence[str], min_encoders: int) -> bool:
         """Whether the history can inform a choice among ``benchmarks``: at least ``min_encoders`` encoders with a
         value on every one of them."""
-        return len(self.restrict(benchmarks).values) >= min_encoders and \
-            len(self.restrict(benchmarks).values.columns) == len([b for b in benchmarks])
+        return (len(self.restrict(benchmarks).values) >= min_encoders and
+            len(self.restrict(benchmarks).values.columns) == len([b for b in benchmarks]))
 
 
 def merge(histories: Sequence[History]) -> History:

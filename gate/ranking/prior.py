@@ -85,9 +85,9 @@ def decide(*, proxy_ran: bool, seed_agreement: float, history_tau: float, prior_
             return Decision("prior", "no proxy run fitted the budget")
         return Decision("static", "neither a proxy run nor the prior's feature passes fitted the budget")
     proxy_rel = seed_agreement if math.isfinite(seed_agreement) else history_tau
-    what = ("the proxy seeds agree at τ {:.2f}" if math.isfinite(seed_agreement)
-            else "the selection ranks held-out history encoders at τ {:.2f}").format(proxy_rel) \
-        if math.isfinite(proxy_rel) else "the proxy's reliability is unknown"
+    what = (("the proxy seeds agree at τ {:.2f}" if math.isfinite(seed_agreement)
+             else "the selection ranks held-out history encoders at τ {:.2f}").format(proxy_rel)
+            if math.isfinite(proxy_rel) else "the proxy's reliability is unknown")
     if prior_available and math.isfinite(prior_history_tau) and math.isfinite(proxy_rel) and prior_history_tau > proxy_rel:
         return Decision("prior", f"{what}, below the prior's τ {prior_history_tau:.2f} on the history's encoders")
     if prior_available and math.isfinite(seed_agreement) and seed_agreement < WEAK_AGREEMENT:

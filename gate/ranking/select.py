@@ -159,8 +159,8 @@ def _greedy(history: History, candidates: Sequence[str], cost: Mapping[str, floa
         best = score[pick]
         group = groups.get(candidates[pick], "")
         covered[group] = covered.get(group, 0) + 1
-        why[candidates[pick]] = (f"covers {group or 'its group'}" if need else "the largest gain per unit of cost") + \
-            f" (agreement with the tier's mean rank {best:+.3f})"
+        why[candidates[pick]] = ((f"covers {group or 'its group'}" if need else "the largest gain per unit of cost") +
+            f" (agreement with the tier's mean rank {best:+.3f})")
     return [candidates[j] for j in chosen], why, best
 
 
@@ -211,8 +211,8 @@ class Chooser:
         self.min_per_family, self.max_k, self.seed = min_per_family, max_k, seed
         self.fingerprint = history.fingerprint()
         self.usable = history.restrict(self.candidates)
-        self.has_history = len(self.usable.values) >= MIN_HISTORY and \
-            len(self.usable.values.columns) == len(self.candidates)
+        self.has_history = (len(self.usable.values) >= MIN_HISTORY and
+            len(self.usable.values.columns) == len(self.candidates))
         self.scorer = _Agreement(self.usable, self.candidates, seed) if self.has_history else None
 
     def __call__(self, cost: Mapping[str, float], affordable: float, *, n_splits: int = 0, n_boot: int = 0) -> Selection:

@@ -174,8 +174,8 @@ def cannot_take(config: Mapping[str, Any]) -> str | None:
     enc, ds, ad = config.get("encoder") or {}, config.get("dataset") or {}, config.get("adapter") or {}
     ecls, acls = target_of(enc), target_of(ad)
     modality = ds.get("modality")
-    if getattr(ecls, "modalities", None) and hasattr(ecls, "accepts") and modality and not enc.get("stem") \
-            and not ecls.accepts(modality):
+    if (getattr(ecls, "modalities", None) and hasattr(ecls, "accepts") and modality and not enc.get("stem")
+            and not ecls.accepts(modality)):
         return f"{modality} dataset, the encoder takes {sorted(ecls.modalities)} (no stem)"
     missing = acls.missing_needs(ecls) if ecls is not None and hasattr(acls, "missing_needs") else set()
     if missing:
@@ -197,8 +197,8 @@ def paper_protocol_overrides(config: Mapping[str, Any]) -> tuple[str, ...]:
         out.append(f"image_size={paper['image_size']}")
     cls = target_of(adapter)
     key = getattr(cls, "batch_key", None)
-    if paper.get("batch_size") is not None and key and \
-            paper.get("batch_unit", "example") == getattr(cls, "batch_unit", None):
+    if (paper.get("batch_size") is not None and key and
+            paper.get("batch_unit", "example") == getattr(cls, "batch_unit", None)):
         out.append(f"{key}={paper['batch_size']}")
     return tuple(out)
 
@@ -263,8 +263,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
 
         def composed(_index: int, _events: Any) -> None:  # a progress line at most every PROGRESS_SECONDS
             said["done"] += 1
-            if progress is not None and said["done"] < len(entries) and \
-                    time.monotonic() - said["at"] >= PROGRESS_SECONDS:
+            if (progress is not None and said["done"] < len(entries) and
+                    time.monotonic() - said["at"] >= PROGRESS_SECONDS):
                 said["at"] = time.monotonic()
                 progress(f"[gate]   {said['done']} of {len(entries)} benchmarks composed × {len(encoders)} "
                          f"encoder(s) ({said['at'] - started:.0f} s)")
@@ -297,8 +297,8 @@ def expand_tier(tier: Tier, encoders: Sequence[str], root: str | Path, *, seeds:
                     exp = event[1]
                     if first_entry.setdefault(exp.id, number) != number:  # listed twice: one experiment, run once
                         earlier = tier.entries[first_entry[exp.id] - 1].dataset
-                        twins[(first_entry[exp.id], number)] = \
-                            entry.dataset if earlier == entry.dataset else f"{earlier}, {entry.dataset}"
+                        twins[(first_entry[exp.id], number)] = (
+                            entry.dataset if earlier == entry.dataset else f"{earlier}, {entry.dataset}")
                         continue
                     experiments.append(exp)
     problems += [f"entries {a} and {b} ({names}) are the same experiment: list it once (an entry differs from "
@@ -519,9 +519,9 @@ class EncoderSwap:
                 cfg = self._compose("run", overrides=list(overrides))
             plain = OmegaConf.to_container(cfg, resolve=False)
             files, alone = dict(read or ()), self._files[encoder]
-            if read is None or any(writes_swapped(path, files.get(path, alone.get(path)))
-                                   for path in files.keys() ^ alone.keys()) \
-                    or any(plain.get(k) != v for k, v in self._nodes[encoder].items()):
+            if (read is None or any(writes_swapped(path, files.get(path, alone.get(path)))
+                                    for path in files.keys() ^ alone.keys())
+                    or any(plain.get(k) != v for k, v in self._nodes[encoder].items())):
                 self._own = True  # the entry writes an encoder's node: composed encoder by encoder
                 return cfg
             self._entry[kind] = plain

@@ -61,10 +61,11 @@ class FinetuneResult:
 def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
     """Run the experiment ``cfg`` (a composed ``run.yaml``, or one gate-run's parse already checked) unless the
     store already has it."""
-    checked = cfg if isinstance(cfg, Checked) else parse_run(cfg)  # every problem, before anything is built
+    checked = parse_run(cfg) if not isinstance(cfg, Checked) else cfg  # every problem, before anything is built
+    result = _run(checked)
     run = checked.run
     label = f"{run.encoder['name']} × {checked.spec.name} × {run.adapter['name']} × {run.recipe.name} (seed {run.seed})"
-    return dataclasses.replace(_run(checked), label=label)
+    return dataclasses.replace(result, label=label)
 
 
 def _run(checked: Checked) -> FinetuneResult:
@@ -153,8 +154,8 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
                            f"<= trainer.max_steps ({run.trainer.max_steps})")
     # evaluate_test=false (gate-rank's rungs): the test split is never evaluated; only the val record is stored
     with signals.lightning_stops():
-        metrics = test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if run.evaluate_test \
-            else {}
+        metrics = (test_best_and_ensembles(trainer, model, datamodule, ranked, ensemble_sizes) if run.evaluate_test
+            else {})
     if logger is not None and metrics:
         logger.log_metrics({f"test/{k}": v for k, v in metrics.items()}, step=trainer.global_step)
 

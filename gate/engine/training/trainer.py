@@ -105,8 +105,8 @@ def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callba
         return options if options.pop("enabled", False) else None
 
     hardware = section("hardware")
-    facts = HardwareMonitor(count_flops=count_flops, **hardware) if hardware is not None \
-        else RunFacts(count_flops=count_flops)
+    facts = (HardwareMonitor(count_flops=count_flops, **hardware) if hardware is not None
+        else RunFacts(count_flops=count_flops))
     extra: list[L.Callback] = []
     if (grad := section("grad_norms")) is not None:
         extra.append(GradNormLogger(**grad))

@@ -297,8 +297,8 @@ def _answer_names(spec) -> list[tuple[str, list[str]]]:
     declared = dict(getattr(spec, "options", {}).get("answer_types", {}) or {})
     out = []
     for kind, answers in declared.items():
-        names = [str(a) for a in answers] if isinstance(answers, Sequence) and not isinstance(answers, str) \
-            else [str(i) for i in range(int(answers))]
+        names = ([str(a) for a in answers] if isinstance(answers, Sequence) and not isinstance(answers, str)
+            else [str(i) for i in range(int(answers))])
         out.append((str(kind), names))
     return out
 

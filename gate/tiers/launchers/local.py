@@ -73,8 +73,8 @@ def cpu_layout(workers: int | None, threads: int | None, jobs: int, cores: int |
 
 def _clock(seconds: float) -> str:
     seconds = int(seconds)
-    return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else \
-        f"{seconds // 60:02d}:{seconds % 60:02d}"
+    return (f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 else
+        f"{seconds // 60:02d}:{seconds % 60:02d}")
 
 
 def last_error(log: Path) -> str:
