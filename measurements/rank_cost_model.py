@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gate.ranking.cost import CostModel, observation, test_passes  # noqa: E402
-from gate.ranking.pipeline import features_of  # noqa: E402
+from gate.ranking.pricing import features_of  # noqa: E402
 from gate.settings import default_path  # noqa: E402
 
 

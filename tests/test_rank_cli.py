@@ -190,12 +190,13 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.cost import COLD_MARGIN, CostModel
+    from gate.ranking.pricing import run_features
     from gate.ranking.proxy import ProxyRun
 
     def slow_block(block, experiments, ctx, *, full_steps, planned, order):
         out = []
         for enc in order:
-            cold = CostModel().predict(pipeline.run_features(experiments[enc], 1e7))  # the cold start's parts
+            cold = CostModel().predict(run_features(experiments[enc], 1e7))  # the cold start's parts
             scale = 2.0 * planned[enc] / (COLD_MARGIN * cold.seconds(block.steps, block.steps // block.val_every))
             train = scale * cold.per_step * block.steps
             vals = block.steps // block.val_every

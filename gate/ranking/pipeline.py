@@ -30,14 +30,14 @@ import numpy as np
 import pandas as pd
 
 from gate.analysis.ranks import kendall
-from gate.errors import ConfigError, GateError
+from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import complete, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, finite_or_none, minutes, shown
-from gate.ranking.cost import COLD_MARGIN, NEW_FAMILY, CostModel, RunFeatures, observation, test_passes
 from gate.ranking.history import History, from_store
+from gate.ranking.pricing import Prices, encoder_params
 from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, read_run, run_block
 from gate.settings import AUTO, yaml_defaults
 
@@ -124,8 +124,8 @@ def check_request(request: Mapping[str, Any]) -> None:
         if bad:
             problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
     static = request.get("static")
-    bad = [s for s in static if s not in priors.STATIC] \
-        if static != AUTO and RANK.settings["static"].valid(static) else []
+    bad = ([s for s in static if s not in priors.STATIC]
+        if static != AUTO and RANK.settings["static"].valid(static) else [])
     if bad:
         problems.append(f"static: unknown fact {', '.join(map(repr, bad))}; known: {list(priors.STATIC)}")
     if RANK.settings["history"].valid(request.get("history")):
@@ -314,82 +314,6 @@ def score_ranks(values: Mapping[str, Mapping[str, float]], encoders: Sequence[st
     return pd.Series(complete.mean_rank(frame.to_numpy(float)), index=list(encoders))
 
 
-# ------------------------------------------------------------------------------------------------- facts
-
-
-def run_features(exp: Any, params: float) -> RunFeatures:
-    feats = features_of(exp.config, exp.encoder, exp.dataset, params)
-    if feats is None:
-        raise GateError(f"experiment {exp.id}: its config has no data.batch_size or dataset section to cost it by")
-    return feats
-
-
-def features_of(cfg: Mapping[str, Any], encoder: str, dataset: str, params: float) -> RunFeatures | None:
-    """What a run's cost depends on, read from its resolved config (None: the config lacks the data section)."""
-    data, spec = cfg.get("data") or {}, cfg.get("dataset") or {}
-    if "batch_size" not in data or not spec:
-        return None
-    size = cfg.get("image_size") or 224
-    frames = (spec.get("options") or {}).get("frames") or 1
-    return RunFeatures(encoder, dataset, str(spec.get("task") or ""), float(params), float(size) ** 2 * float(frames),
-                       int(data["batch_size"]))
-
-
-def encoder_params(plan: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Each encoder's parameter count: from a stored run's facts (the model it trained), else by building it."""
-    out: dict[str, float] = {}
-    for r in records:
-        facts = r.get("facts") or {}
-        if r.get("kind") == "finetune" and r.get("encoder") in plan.encoders and isinstance(facts.get("params"), (int, float)):
-            out.setdefault(str(r["encoder"]), float(facts["params"]))
-    for enc in plan.encoders:
-        if enc in out:
-            continue
-        exp = next(e for e in plan.experiments if e.encoder == enc)
-        try:
-            from gate.engine.build import build_encoder
-
-            model = build_encoder(exp.config["encoder"], None, seed=0)
-        except Exception as err:  # noqa: BLE001 - Hydra wraps the encoder's own error: its innermost cause is the line
-            while err.__cause__ is not None:
-                err = err.__cause__
-            # its proxy runs would fail the same way, after the budget was planned around them
-            raise ConfigError(f"encoder {enc!r} cannot be built here (to count its parameters for the cost model, "
-                              f"before any run): {' '.join(str(err).split()) or type(err).__name__}") from None
-        out[enc] = float(sum(p.numel() for p in model.parameters()))
-    return out
-
-
-def cost_observations(records: Sequence[Mapping[str, Any]]) -> list[Any]:
-    """Every stored run's costs (:func:`gate.ranking.cost.observation`), with its features from its config."""
-    seen, out = set(), []
-    for r in records:
-        if r.get("kind") != "finetune" or r.get("experiment") in seen:
-            continue
-        seen.add(r.get("experiment"))
-        facts = r.get("facts") or {}
-        if not isinstance(facts.get("params"), (int, float)):
-            continue
-        feats = features_of(r.get("config") or {}, str(r["encoder"]), str(r["dataset"]), float(facts["params"]))
-        obs = observation(feats, facts, test_passes(r.get("config") or {}, facts.get("split_rows"))) \
-            if feats is not None else None
-        if obs is not None:
-            out.append(obs)
-    return out
-
-
-def stored_full_seconds(plan: Any, records: Sequence[Mapping[str, Any]], seeds: Sequence[int]) -> dict[str, float]:
-    """``"enc × bench"`` → the summed wall seconds of its stored full runs, where every seed in ``seeds`` is stored."""
-    walls: dict[str, dict[int, float]] = {}
-    ids = {exp.id: exp for exp in plan.experiments if exp.seed in seeds}
-    for r in records:
-        exp = ids.get(r.get("experiment"))
-        facts = r.get("facts") or {}
-        if exp is not None and r.get("split") == "test" and isinstance(facts.get("wall_seconds"), (int, float)):
-            walls.setdefault(f"{exp.encoder} × {exp.dataset}", {})[int(exp.seed)] = float(facts["wall_seconds"])
-    return {k: sum(v.values()) for k, v in walls.items() if set(v) >= set(seeds)}
-
-
 # ------------------------------------------------------------------------------------------------ result
 
 
@@ -456,91 +380,17 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     groups = {**history.groups, **{b: str(next(iter(entries[b][request.proxy_seeds[0]].values())).config["dataset"]
                                        .get("paper_group") or b) for b in entries}}
     params = encoder_params(plan, records)
-    model = CostModel(cost_observations(records))
-
-    def exp_of(bench: str, seed: int, enc: str) -> Any:
-        return entries[bench][seed][enc]
-
-    full_steps = {b: int(exp_of(b, request.proxy_seeds[0], pool[0]).config["trainer"]["max_steps"]) for b in entries}
-
-    # how fast this machine runs now against the store's runs (a parallel load they did not have): this call's
-    # trained runs' seconds over what the store's own runs of the same encoder × benchmark predict for them (``base``,
-    # the model before this call's runs; a run whose pair the store lacks is priced by a fit across pairs, whose error
-    # would pass for a load). The call's first trained run is no evidence either: it pays the process's start on the
-    # device once (on an H200 pool C's first runs took 1.22-1.45 of their price, the rest 0.52-0.76). 1 until such a
-    # run has been measured.
-    base = CostModel(model.observations)
-    trained: list[tuple[float, float]] = []  # (seconds, the store's price) of this call's trained runs but its first
-    first_trained = [True]
-    speed = [1.0]
-
-    def store_price(bench: str, enc: str, steps: int, val_every: int) -> float | None:
-        costs = base.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
-        return costs.seconds(steps, steps // max(val_every, 1)) if costs.basis == "measured" else None
-
-    def run_seconds(bench: str, enc: str, steps: int, val_every: int, bound: bool = False) -> float:
-        """A proxy run's predicted seconds (``bound``: with the margin a plan fits it into the budget at, and at the
-        present speed)."""
-        costs = model.predict(run_features(exp_of(bench, request.proxy_seeds[0], enc), params.get(enc, math.nan)))
-        margin = COLD_MARGIN if costs.basis == "cold start" else model.margin(costs.basis) if bound else 1.0
-        return margin * costs.seconds(steps, steps // max(val_every, 1)) * (speed[0] if bound else 1.0)
-
+    ledger = Ledger(budget=request.budget)
     made = stored_proxy_runs(records, pool, list(entries), request.proxy_seeds)
-
-    def block_seconds(bench: str, seed: int, steps: int, val_every: int, bound: bool = False,
-                      encoders: Sequence[str] | None = None, scale: float = 1.0) -> float:
-        """A block's predicted seconds (of ``encoders``, all by default; ``scale`` times a run to be trained). A run
-        an earlier call stored is read back, not trained; its seconds still count (the ledger spends them), so the
-        plan prices it at what it cost."""
-        return sum(made[key] if (key := (e, bench, seed, steps, val_every)) in made and math.isfinite(made[key])
-                   else scale * run_seconds(bench, e, steps, val_every, bound) for e in encoders or pool)
-
-    def block_bound(bench: str, seed: int, steps: int, val_every: int) -> float:
-        return block_seconds(bench, seed, steps, val_every, bound=True)
-
+    prices = Prices(plan, records, entries, pool, proxy_seed=request.proxy_seeds[0], tier_seeds=tier_seeds,
+                    params=params, made=made, ledger=ledger)
+    full_steps, block_seconds, block_bound = prices.full_steps, prices.block_seconds, prices.block_bound
     prefer = stored_fractions(made, full_steps, request.run_fraction, request.val_points)
 
-    # the full tier: stored full runs' own seconds, else predicted (every tier seed) by the same model as the proxy
-    # runs, and re-predicted whenever a run refits it: a machine that turns out slower than the cold start (a parallel
-    # load) makes the full tier dearer too, so the fraction spent is a ratio of like to like
-    ledger = Ledger(budget=request.budget)
-    stored_full = stored_full_seconds(plan, records, tier_seeds)
-    # the tier's own runs (they test; the proxy runs whose configs price the steps do not) and a dataset's split
-    # sizes as a stored run of it recorded them (facts["split_rows"]): what a full run's test pass covers
-    full_configs = {(e.encoder, str(e.config["dataset"].get("name"))): e.config for e in plan.experiments}
-    rows_seen: dict[str, Mapping[str, Any]] = {}
-    for r in records:
-        if r.get("kind") == "finetune" and (r.get("facts") or {}).get("split_rows"):
-            rows_seen.setdefault(str(r.get("dataset")), r["facts"]["split_rows"])
-
-    def predict_full() -> float:
-        for bench in entries:
-            every = exp_of(bench, request.proxy_seeds[0], pool[0]).config["trainer"].get("val_check_interval") or 1
-            every = int(every) if isinstance(every, int) else max(1, full_steps[bench])
-            for enc in pool:
-                key = f"{enc} × {bench}"
-                if key in stored_full:
-                    ledger.full[key], ledger.full_basis[key] = stored_full[key], "stored"
-                else:
-                    exp = exp_of(bench, request.proxy_seeds[0], enc)
-                    costs = model.predict(run_features(exp, params.get(enc, math.nan)))
-                    # the cold start's fixed seconds hold a full run's test pass (measured on full runs); a model
-                    # learnt from proxy runs, which never test, does not: their test pass is added at their price
-                    dataset = str(exp.config["dataset"].get("name"))
-                    tests = test_passes(full_configs.get((enc, dataset), exp.config), rows_seen.get(dataset)) \
-                        if costs.basis != "cold start" else 0.0
-                    ledger.full[key] = finite_or_none(len(tier_seeds) * costs.seconds(
-                        full_steps[bench], full_steps[bench] // every, tests))
-                    ledger.full_basis[key] = costs.basis
-        if NEW_FAMILY in ledger.full_basis.values():
-            ledger.new_family_margin = model.margin(NEW_FAMILY)
-        return ledger.full_seconds or math.nan
-
-    full_seconds = predict_full()
+    full_seconds = prices.predict_full()
     ledger.planned_full = full_seconds
     budget_seconds = request.budget * full_seconds
-    scored_benches = [b for b in entries if family(exp_of(b, request.proxy_seeds[0], pool[0]).config["dataset"]
-                                                   .get("task")).transferability]
+    scored_benches = [b for b in entries if family(prices.exp(b, pool[0]).config["dataset"].get("task")).transferability]
     prior_seconds = (_prior_seconds(records, pool, scored_benches, _score_names(request.prior))
                      if request.prior and scored_benches else 0.0)
 
@@ -580,8 +430,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                                the_plan.budget_seconds - the_plan.prior_seconds, n_boot=20)
     ledger.planned_total = the_plan.planned_seconds
     ctx.echo(f"[gate] plan: {the_plan.why}; {plan_line(the_plan, full_steps)}", flush=True)
-    if the_plan.blocks and model.observations:
-        ctx.echo(f"[gate] plan: {model.margin_line()}", flush=True)
+    if the_plan.blocks and prices.model.observations:
+        ctx.echo(f"[gate] plan: {prices.model.margin_line()}", flush=True)
 
     # the prior: scores (their feature passes, first) and static facts
     scores: Scores = {}
@@ -609,37 +459,25 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 
     def run_one(block: planning.Block) -> None:
         experiments = entries[block.benchmark][block.seed]
-        planned = {e: run_seconds(block.benchmark, e, block.steps, block.val_every) for e in pool}
+        planned = {e: prices.run_seconds(block.benchmark, e, block.steps, block.val_every) for e in pool}
         got: list[ProxyRun] = []
         for r in run_block(block, experiments, ctx, full_steps=full_steps[block.benchmark], planned=planned,
                            order=order):
             got.append(r)
             ledger.plan(f"run {r.experiment}", r.planned)
             ledger.spend(f"run {r.experiment}", r.seconds)
-            feats = run_features(experiments[r.encoder], params.get(r.encoder, math.nan))
-            model.add(observation(feats, r.facts, test_passes(experiments[r.encoder].config, r.facts.get("split_rows"))))
-            if r.facts.get("split_rows"):
-                rows_seen.setdefault(str(experiments[r.encoder].config["dataset"].get("name")), r.facts["split_rows"])
-            if not r.stored and r.seconds is not None:
-                price = None if first_trained[0] else store_price(block.benchmark, r.encoder, block.steps,
-                                                                  block.val_every)
-                first_trained[0] = False
-                if price:
-                    trained.append((r.seconds, price))
-                    speed[0] = max(1.0, sum(t[0] for t in trained) / sum(t[1] for t in trained))
+            prices.observe(r, experiments[r.encoder], block)
             # a block runs whole only while the budget holds it: its remaining runs, predicted by the model as it
             # stands times the speed measured, must fit in what is left of the budget of the full tier as now
             # predicted (a block the store's quiet runs priced can meet a loaded machine)
             left = [e for e in order if e not in {g.encoder for g in got}]
             if not left:
                 continue
-            ahead = block_seconds(block.benchmark, block.seed, block.steps, block.val_every, encoders=left,
-                                  scale=speed[0])
-            projected = ((ledger.spent_seconds or 0.0) + ahead) / predict_full()
+            projected = prices.projected(block, left)
             if projected > request.budget * (1 + OVERRUN_TOLERANCE):
-                why = (f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({speed[0]:.2f}× what "
-                       f"the store's runs of the same encoders predict) the other {len(left)} would pass the budget "
-                       f"({projected:.3f} of the full tier against {request.budget})")
+                why = (f"stopped after {len(got)} of {len(order)} runs: at the speed measured ({prices.speed:.2f}× "
+                       f"what the store's runs of the same encoders predict) the other {len(left)} would pass the "
+                       f"budget ({projected:.3f} of the full tier against {request.budget})")
                 stopped[(block.seed, block.benchmark)] = why
                 ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed} {why}; its runs are left out of the "
                          f"ranking (their seconds count)", flush=True)
@@ -651,7 +489,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
             unlearnt[block.benchmark] = why_not
             ctx.echo(f"[gate] rank  {block.benchmark} left out of the ranking: {why_not}; re-planned without it "
                      f"(its seconds count)", flush=True)
-        predict_full()
+        prices.predict_full()
 
     def replan(done_pairs: frozenset, fraction: float) -> planning.Plan:
         # the run length chosen up front stays (or shrinks): growth adds seeds and benchmarks, never longer runs
@@ -725,8 +563,8 @@ def _stored_proxy_records(records: Sequence[Mapping[str, Any]], pool: Sequence[s
     ``benches`` at the proxy seeds: what an earlier gate-rank call ran."""
     benches = set(benches)
     for r in records:
-        if r.get("kind") != "finetune" or r.get("split") != "val" or r.get("encoder") not in pool \
-                or r.get("dataset") not in benches or r.get("seed") not in seeds:
+        if (r.get("kind") != "finetune" or r.get("split") != "val" or r.get("encoder") not in pool
+                or r.get("dataset") not in benches or r.get("seed") not in seeds):
             continue
         trainer = (r.get("config") or {}).get("trainer") or {}
         steps, every = trainer.get("max_steps"), trainer.get("val_check_interval")
@@ -742,8 +580,8 @@ def stored_proxy_runs(records: Sequence[Mapping[str, Any]], pool: Sequence[str],
     out = {}
     for r, steps, every in _stored_proxy_records(records, pool, benches, seeds):
         wall = (r.get("facts") or {}).get("wall_seconds")
-        out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = \
-            float(wall) if isinstance(wall, (int, float)) else math.nan
+        out[(str(r["encoder"]), str(r["dataset"]), int(r["seed"]), steps, every)] = (
+            float(wall) if isinstance(wall, (int, float)) else math.nan)
     return out
 
 
@@ -799,8 +637,8 @@ def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.
         run(block)
         done.append(block)
         current = replan(frozenset((d.seed, d.benchmark) for d in done), fraction)
-        blocks = [b for b in current.blocks if (b.seed, b.benchmark) not in {(d.seed, d.benchmark) for d in done}] \
-            if current.kind == "proxy" else []
+        blocks = ([b for b in current.blocks if (b.seed, b.benchmark) not in {(d.seed, d.benchmark) for d in done}]
+            if current.kind == "proxy" else [])
         fraction = current.fraction or fraction
     return done
 
@@ -901,8 +739,8 @@ def _proxy_ranking(runs: Sequence[ProxyRun], pool: Sequence[str], candidates: Se
     observed = pd.DataFrame({**mean, **full_cols}).reindex(list(pool))
     flagged: list[str] = []
     others = [b for b in candidates if b not in observed.columns]
-    use = selection is not None and getattr(selection, "use_completion", False) and others and \
-        history.usable([*observed_benches, *others], select.MIN_HISTORY)
+    use = (selection is not None and getattr(selection, "use_completion", False) and others and
+        history.usable([*observed_benches, *others], select.MIN_HISTORY))
     if use:
         comp = complete.fit(history, list(observed.columns), others)
         pred = complete.predict_tier(observed, [*observed.columns, *others], comp)
