@@ -175,7 +175,7 @@ def _adapters_for(task: str) -> list[str]:
     return names
 
 
-def _adapter(plain: Mapping[str, Any]) -> list[str]:
+def _adapter(plain: Mapping[str, Any], world: int) -> list[str]:
     """The adapter section against its class's own table (gate.adapters: ``settings``), its task families against
     the dataset's, and its ``check_config`` hook (its rules on other sections)."""
     adapter, dataset = _section(plain, "adapter"), _section(plain, "dataset")
@@ -196,7 +196,7 @@ def _adapter(plain: Mapping[str, Any]) -> list[str]:
     section = settings.adapter_section(cls, name)
     if section is not None:
         problems += check(adapter, section, "adapter")
-    problems += _loss_splits_fact(adapter, cls, _section(plain, "trainer"))
+    problems += _loss_splits_fact(adapter, cls, world)
     if callable(getattr(cls, "check_config", None)):
         problems += cls.check_config(plain)
     classes, declared = adapter.get("num_classes"), dataset.get("num_classes")
@@ -205,17 +205,15 @@ def _adapter(plain: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _loss_splits_fact(adapter: Mapping[str, Any], cls: type, trainer: Mapping[str, Any]) -> list[str]:
+def _loss_splits_fact(adapter: Mapping[str, Any], cls: type, world: int) -> list[str]:
     """The adapter YAML's ``loss_splits_across_devices`` (what the experiment id reads, :data:`settings.ADAPTER_FACTS`)
     against its class's: a YAML that contradicts the class is refused; one that does not state it counts as false,
-    refused only where it matters (several devices) and the class says true."""
-    from ..parallel import requested_world_size
-
+    refused only where it matters (several processes: ``world``) and the class says true."""
     key = "loss_splits_across_devices"
     stated, actual = adapter.get(key), bool(getattr(cls, key, False))
     if stated is not None and not isinstance(stated, bool):
         return [f"adapter.{key}={show(stated)} is invalid: expected true or false"]
-    if stated is None and not (actual and requested_world_size(trainer) > 1):
+    if stated is None and not (actual and world > 1):
         return []
     if bool(stated) == actual:
         return []
@@ -243,13 +241,10 @@ def _family_caps(plain: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _layout(plain: Mapping[str, Any]) -> list[str]:
-    """A global batch too small to give every process (trainer.devices x trainer.num_nodes) an example."""
-    from ..parallel import requested_world_size
-
-    # run after the run's own sections passed (validate_run_config): trainer and data.batch_size are valid here
-    trainer, batch = _section(plain, "trainer"), _section(plain, "data")["batch_size"]
-    world = requested_world_size(trainer)
+def _layout(plain: Mapping[str, Any], world: int) -> list[str]:
+    """A global batch too small to give every process (``world``: trainer.devices x trainer.num_nodes) an example."""
+    # run after the run's own sections passed (validate_run_config): data.batch_size is valid here
+    batch = _section(plain, "data")["batch_size"]
     if batch < world:
         return [f"data.batch_size={batch} is invalid: it is the global batch, shared out to {world} processes "
                 f"(trainer.devices x trainer.num_nodes): it must be >= {world}"]
@@ -290,8 +285,11 @@ def validate_run_config(cfg: Any, root: Any = None) -> dict[str, Any]:
     plain = _resolved(cfg)
     problems = check(plain, settings.RUN)
     _raise_if_any(problems, "gate-run config")  # at once: the checks below import torch (seconds)
-    problems += _adapter(plain)  # first: importing the adapter registers a task family of the user's own
-    problems += _dataset(plain) + _encoder(plain, recipe=True) + _family_caps(plain) + _layout(plain)
+    from ..parallel import requested_world_size
+
+    world = requested_world_size(plain["trainer"])  # the processes the run asks for (valid: the run's check passed)
+    problems += _adapter(plain, world)  # first: importing the adapter registers a task family of the user's own
+    problems += _dataset(plain) + _encoder(plain, recipe=True) + _family_caps(plain) + _layout(plain, world)
     problems += _compile(plain) + _paths(plain, root)
     _raise_if_any(problems, "gate-run config")
     return plain

@@ -105,7 +105,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     from ..model import GATEModel
     from .checkpoints import prune, resume_point
     from .ensemble import ranked_checkpoints, test_best_and_ensembles
-    from .loggers import logger_run_dir
+    from .loggers import finish as finish_logger
     from .trainer import build_trainer, checkpoint_callback, logging_callbacks
 
     run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
@@ -174,9 +174,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
         store.append_set(finetune_records(config, exp, adapter, metrics, float(best_val)), facts=run_facts)
         signals.recorded(f"experiment {exp}")
     prune(ckpt_dir, ranked, run.keep_checkpoints)
-    logger_dir = logger_run_dir(logger)
-    if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
-        logger.experiment.finish()
+    logger_dir = finish_logger(logger)
     return FinetuneResult(exp, False, metrics, store.path, run_dir, logger_dir, run_facts)
 
 

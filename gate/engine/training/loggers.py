@@ -42,3 +42,11 @@ def logger_run_dir(logger) -> str | None:
     if isinstance(run_dir, str):
         return os.path.dirname(run_dir)
     return getattr(logger, "log_dir", None)
+
+
+def finish(logger) -> str | None:
+    """Close the logger's run (W&B writes its run files out on finish) and say where its files are."""
+    run_dir = logger_run_dir(logger)
+    if logger is not None and hasattr(logger, "experiment") and hasattr(logger.experiment, "finish"):
+        logger.experiment.finish()
+    return run_dir
