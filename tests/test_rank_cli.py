@@ -427,3 +427,39 @@ def test_a_prior_dearer_than_planned_re_plans_before_the_first_block_and_stays_w
     ledger = json.loads(next((root / "reports").glob("rank-tiny-*/ledger.json")).read_text())
     assert ledger["spent_seconds"] == pytest.approx(3 * 3 * 10.0)  # the three passes at 30 s each, no block
     assert ledger["fraction"] <= 0.3 and "OVER THE BUDGET" not in out.stdout
+
+
+def test_the_stores_full_runs_of_encoders_outside_the_pool_are_the_history(tmp_path, capsys, monkeypatch):
+    """``history: store`` is the store's full runs of the tier under its protocol: those of encoders outside the pool
+    (a user's baselines, run by gate-tier) are the history the selection learns from. Six other encoders' full runs
+    stored beside the pool's: the selection's history holds those six (it held none: the store was read only for
+    the pool's experiments, whose rows the leakage rule drops); a seventh encoder's runs under another protocol (its
+    id is not the tier's) and the pool's own runs are not in it."""
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+    from gate.results import Record, ResultsStore
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier, root = tier_with_stored_full_runs(tmp_path)
+    others = ["resnet50_scratch", "efficientnetv2_scratch", "efficientnet_lite1", "efficientnet_lite2",
+              "vit_base_scratch", "flexivit_scratch"]
+    plan = expand_tier(load_tier(str(tier)), [*others, "convnextv2_base"], root)
+    facts = {"wall_seconds": 100.0, "global_step": 200, "params": 1e7}
+    ResultsStore(root / "results" / "records.jsonl").append([Record(
+        experiment=e.id if e.encoder != "convnextv2_base" else f"another-protocol-{e.seed}", kind="finetune",
+        encoder=e.encoder, dataset="digits", task="classification", adapter="linear_classifier", recipe="conv",
+        seed=e.seed, split="test", metric="acc@1", value=0.3 + 0.02 * i + 0.01 * e.seed, higher_is_better=True,
+        config=e.config, facts=facts) for i, e in enumerate(plan.experiments)])
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        for i, enc in enumerate(order):
+            yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
+                           0.5 + 0.1 * i, 0.5 + 0.1 * i, 0.4, 0.6, "last value", planned[enc], planned[enc], False,
+                           {"wall_seconds": planned[enc], "global_step": block.steps, "params": 1e7})
+
+    monkeypatch.setattr(pipeline, "run_block", block)
+    out = rank_at_a_third(tier, root, capsys)
+    assert ("history: the store's full runs of 6 encoder(s) outside the pool (efficientnet_lite1, efficientnet_lite2, "
+            "efficientnetv2_scratch, flexivit_scratch, resnet50_scratch, vit_base_scratch)") in out.stdout, out.stdout
+    selection = pd.read_csv(next((root / "reports").glob("rank-tiny-*/selection.csv")))
+    assert set(selection["history_encoders"]) == {6} and set(selection["method"]) != {"rule"}, selection

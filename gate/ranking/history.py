@@ -267,13 +267,16 @@ def from_store(plan: Any, records: Sequence[Mapping[str, Any]], benchmarks: Sequ
 
 
 def load(spec: Any, *, plan: Any = None, records: Sequence[Mapping[str, Any]] = (),
-         benchmarks: Sequence[str] = ()) -> History:
-    """The history a request names: ``store``, ``paper``, a list of them, or the path of a table."""
+         benchmarks: Sequence[str] = (), others: Any = None) -> History:
+    """The history a request names: ``store``, ``paper``, a list of them, or the path of a table. ``store`` reads the
+    full runs of ``plan``'s experiments and of ``others``' (the tier expanded for encoders outside the pool)."""
     items = [spec] if isinstance(spec, str) else list(spec or [])
     parts = []
     for item in items:
         if item == "store":
-            parts.append(from_store(plan, records, benchmarks) if plan is not None else History(pd.DataFrame()))
+            found = [from_store(p, records, benchmarks) for p in (plan, others) if p is not None]
+            parts.append(History(pd.DataFrame()) if not found else found[0] if len(found) == 1
+                         else dataclasses.replace(merge(found), sources=("store",)))
         elif item == "paper":
             parts.append(paper_history())
         else:

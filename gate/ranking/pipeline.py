@@ -354,9 +354,11 @@ class RankResult:
 
 
 def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: Callable[[list[str]], Any] | None = None,
-              run_score: Callable[[Any], Any] | None = None, history: History | None = None) -> RankResult:
+              run_score: Callable[[Any], Any] | None = None, history: History | None = None,
+              history_plan: Any = None) -> RankResult:
     """The whole stage on an expanded tier ``plan`` (every tier seed and every proxy seed of it): see the module
-    docstring. ``history``: given (tests, the retrospective), else loaded as the request says."""
+    docstring. ``history``: given (tests, the retrospective), else loaded as the request says (``history_plan``: the
+    tier expanded for the store's other encoders, :func:`gate.ranking.stage.store_history_plan`)."""
     from gate.ranking.history import load as load_history
 
     check_score_heads(plan, request.prior, "prior")
@@ -375,8 +377,13 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     full_ranked = [b for b in complete_truth if request.use_full_runs]
     candidates = [b for b in entries if b not in full_ranked]
     if history is None:
-        history = load_history(request.history, plan=plan, records=records, benchmarks=list(entries))
+        history = load_history(request.history, plan=plan, records=records, benchmarks=list(entries),
+                               others=history_plan)
     history = history.without(pool)  # the leakage rule: never a row of the pool
+    if history_plan is not None:
+        stored = [e for e in history_plan.encoders if e in history.values.index]
+        ctx.echo(f"[gate] rank  history: the store's full runs of {len(stored)} encoder(s) outside the pool"
+                 + (f" ({', '.join(stored)})" if stored else " under this tier's protocol"), flush=True)
     groups = {**history.groups, **{b: str(next(iter(entries[b][request.proxy_seeds[0]].values())).config["dataset"]
                                        .get("paper_group") or b) for b in entries}}
     params = encoder_params(plan, records)

@@ -35,6 +35,7 @@ class Prepared:
 
     plan: Any               # gate.tiers.expand.Plan
     request: Request
+    history_plan: Any = None  # the tier expanded for the store's other encoders (history: store), None: none stored
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +135,47 @@ def prepare(plain: Mapping[str, Any], searchpath: list[str]) -> Prepared:
     plan = expand_tier(tier, plain["encoders"], plain["paths"]["root"], overrides=plain["overrides"],
                        searchpath=searchpath, seeds=seeds)
     proxy_entries(plan, request.proxy_seeds)
-    return Prepared(plan, request)
+    history_plan = store_history_plan(plan, plain, searchpath) if "store" in request.history else None
+    return Prepared(plan, request, history_plan)
+
+
+def store_history_plan(plan: Any, plain: Mapping[str, Any], searchpath: list[str]) -> Any | None:
+    """The tier expanded, at its own seeds and with the request's overrides, for the encoders outside the pool
+    whose full runs of its entries the store holds: the store's part of the history (its runs are read back by
+    their experiment ids, so only runs under the tier's protocol count). None where the store holds none. An
+    encoder the expansion cannot take (its config is gone) is left out of the history."""
+    import warnings
+
+    from gate.errors import ConfigError
+    from gate.tiers.expand import expand_tier
+
+    tier = plan.tier
+    datasets = {e.dataset for e in tier.entries}
+    others = sorted({str(r["encoder"]) for r in plan.store().complete_records(kind="finetune")
+                     if r.get("split") == "test" and r.get("dataset") in datasets and r.get("seed") in tier.seeds
+                     and r.get("encoder") not in plan.encoders})
+    if not others:
+        return None
+
+    def expand(encoders: list[str]) -> Any:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a benchmark not prepared here: its stored runs still count
+            return expand_tier(tier, encoders, plain["paths"]["root"], overrides=plain["overrides"],
+                               searchpath=searchpath, seeds=tier.seeds, unprepared_is_error=False)
+
+    try:
+        return expand(others)
+    except ConfigError:  # one encoder's config is gone: keep the others
+        plans = []
+        for enc in others:
+            try:
+                plans.append(expand([enc]))
+            except ConfigError:
+                continue
+        if not plans:
+            return None
+        return dataclasses.replace(plans[0], encoders=tuple(e for p in plans for e in p.encoders),
+                                   experiments=[x for p in plans for x in p.experiments])
 
 
 def output_key(plain: Mapping[str, Any], prepared: Prepared) -> str:
@@ -199,6 +240,7 @@ def run(plain: Mapping[str, Any], searchpath: list[str], prepared: Prepared,
     """The whole stage on a prepared request: the plan, the prior and the proxy (reusing the store), the ranking and
     its validation, and the output folder."""
     ctx, compose_score, run_score = contexts(prepared.plan, searchpath, echo)
-    result = rank_tier(prepared.plan, prepared.request, ctx=ctx, compose_score=compose_score, run_score=run_score)
+    result = rank_tier(prepared.plan, prepared.request, ctx=ctx, compose_score=compose_score, run_score=run_score,
+                       history_plan=prepared.history_plan)
     out = output_dir(plain, prepared)
     return RankRun(result, out, write(result, prepared, out, bool(plain["report"])))
