@@ -31,8 +31,8 @@ def main() -> None:
     args = ap.parse_args()
     from gate.analysis.ranks import kendall
     from gate.ranking import complete
+    from gate.ranking.grading import leave_one_seed_out
     from gate.ranking.history import from_store
-    from gate.ranking.pipeline import leave_one_seed_out
     from gate.tiers.expand import expand_tier, load_tier
 
     encoders, benchmarks = POOLS[args.pool]

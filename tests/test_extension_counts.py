@@ -245,7 +245,7 @@ import numpy as np
 from hydra import compose, initialize_config_module
 import gate
 from gate.engine.validate import validate_score_config
-from gate.ranking.pipeline import known_scores
+from gate.ranking.request import known_scores
 from gate.transferability import SCORES
 assert gate.__file__.startswith({copy!r}), gate.__file__
 with initialize_config_module("gate.conf", version_base=None):

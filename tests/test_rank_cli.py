@@ -151,7 +151,7 @@ def test_gate_rank_end_to_end_on_a_tiny_pool(tmp_path, capsys):
 def test_proxy_seeds_outside_the_tiers_get_their_own_experiments(tmp_path):
     """proxy_seeds=[3] on a tier of seeds [0, 1]: the proxy's experiments are seed 3's (sharing no step with the
     full runs), the full runs stay the tier's."""
-    from gate.ranking.pipeline import proxy_entries
+    from gate.ranking.request import proxy_entries
     from gate.ranking.stage import prepare
 
     doc = {**TINY, "seeds": [0, 1], "benchmarks": ["digits", "fashion_mnist"]}
@@ -401,11 +401,12 @@ def test_a_prior_dearer_than_planned_re_plans_before_the_first_block_and_stays_w
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
+    from gate.ranking.scores import COLD_PASS_SECONDS
 
     def dear_prior(plan, benchmarks, names, **kw):
         pool = list(plan.encoders)
         return ({n: {b: {e: float(i) for i, e in enumerate(pool)} for b in benchmarks} for n in names},
-                {f"{e} × {b}": 3 * pipeline.COLD_PASS_SECONDS for e in pool for b in benchmarks}, {})
+                {f"{e} × {b}": 3 * COLD_PASS_SECONDS for e in pool for b in benchmarks}, {})
 
     def block(block, experiments, ctx, *, full_steps, planned, order):
         return [ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,

@@ -15,9 +15,10 @@ def test_gate_rank_baselines_say_beside_the_number_where_a_score_is_degenerate(t
 
     from test_rank_outputs import _Plan, _result
 
+    from gate.ranking.grading import validate
     from gate.ranking.history import History
-    from gate.ranking.pipeline import Request, validate
     from gate.ranking.report import write_report
+    from gate.ranking.request import Request
     from gate.ranking.stage import print_result
 
     encs = ["a", "b", "c"]
@@ -51,7 +52,7 @@ def test_gate_rank_reads_the_mark_from_the_score_records(tmp_path):
     classes and the width, and says so. Ranks as measured at 32 px (measurements/score_degeneracy.py --features):
     ViT-Tiny on 150 Fashion-MNIST rows 149; ResNet-18 (random init) on 500 digits 52 of 512."""
     from gate.engine.validate import resolved_config
-    from gate.ranking.pipeline import score_values
+    from gate.ranking.scores import score_values
     from gate.results import experiment_id
     from gate.tiers.expand import expand_tier
     from gate.tiers.spec import parse_tier

@@ -6,7 +6,7 @@ import pytest
 
 from gate.engine.compose import hydra_compose_context
 from gate.errors import ConfigError
-from gate.ranking.pipeline import check_score_heads, score_values
+from gate.ranking.scores import check_score_heads, score_values
 from gate.results import ResultsStore
 from gate.scoring.stage import run_score
 from gate.tiers.expand import expand_tier

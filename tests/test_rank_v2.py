@@ -335,7 +335,7 @@ def test_the_priors_stored_passes_are_planned_at_what_the_ledger_spends_for_them
     """Pool A's v2 call planned its prior at 86 s and spent 179 s: the plan read only the feature passes' seconds
     from the store, the ledger the passes plus the scores. By hand: a pass of 2 s and three scores of 1 s each is
     5 s; a pass the store lacks is the cold 10 s; a set missing one of the metrics is not a measurement."""
-    from gate.ranking.pipeline import COLD_PASS_SECONDS, _prior_seconds, pass_seconds
+    from gate.ranking.scores import COLD_PASS_SECONDS, _prior_seconds, pass_seconds
 
     def record(enc, metric, extract=2.0, seconds=1.0):
         return {"kind": "score", "encoder": enc, "dataset": "b1", "metric": metric,
@@ -400,7 +400,7 @@ def test_a_three_fold_cost_surprise_replans_and_stays_within_the_budget():
 
 
 def test_the_leave_one_seed_out_ceiling_by_hand():
-    from gate.ranking.pipeline import leave_one_seed_out
+    from gate.ranking.grading import leave_one_seed_out
 
     pool = ["A", "B", "C"]
     # one benchmark, three seeds: seed 0 orders A > B > C, seeds 1 and 2 A > C > B
@@ -417,7 +417,7 @@ def test_the_leave_one_seed_out_ceiling_by_hand():
 
 
 def test_the_paired_bootstrap_by_hand():
-    from gate.ranking.pipeline import paired_bootstrap
+    from gate.ranking.grading import paired_bootstrap
 
     pool = [f"e{i}" for i in range(8)]
     values = pd.DataFrame({"b1": np.arange(8.0), "b2": np.arange(8.0)}, index=pool)  # e7 best
@@ -522,8 +522,9 @@ def test_static_auto_takes_source_top1_only_where_every_encoder_declares_it():
     value was [params]: at a budget that buys nothing the demo pool was ranked by parameter count alone, the random-init
     ResNet-18 first. ``static: auto`` (the default) takes both, source_top1 only where every encoder declares it. By
     hand, mean ranks: lite1 (params 2, top-1 1) 1.5; resnet18_scratch (1, 3) 2.0; lite0 (3, 2) 2.5."""
-    from gate.ranking.pipeline import Request, static_names, static_rankings
     from gate.ranking.prior import combine
+    from gate.ranking.request import Request
+    from gate.ranking.scores import static_names, static_rankings
 
     params = {"efficientnet_lite0": 4.65e6, "efficientnet_lite1": 5.42e6, "resnet18_scratch": 11.69e6}
     configs = {"efficientnet_lite0": {"source_top1": 75.1}, "efficientnet_lite1": {"source_top1": 76.7},

@@ -406,7 +406,7 @@ def test_gate_eevees_search_settings_are_declared_with_their_yaml_and_dataclass(
 def test_gate_ranks_request_is_its_settings_with_the_yamls_defaults():
     import dataclasses
 
-    from gate.ranking.pipeline import Request
+    from gate.ranking.request import Request
     from gate.settings import RANK
 
     doc = yaml.safe_load((CONF / "rank.yaml").read_text())
@@ -434,8 +434,8 @@ NOT_CONFIG = {
     ("gate/data/manifest.py", "source"): "a manifest file's JSON (one written before the field is refused later)",
     ("gate/data/manifest.py", "recipe"): "a manifest file's JSON",
     ("gate/tiers/summary.py", "device"): "a stored record's facts",
-    ("gate/ranking/pipeline.py", "num_classes"): "a score record's facts, else the dataset's declared classes",
-    ("gate/ranking/pipeline.py", "tier"): "the seed-to-seed ceiling's table",
+    ("gate/ranking/scores.py", "num_classes"): "a score record's facts, else the dataset's declared classes",
+    ("gate/ranking/grading.py", "tier"): "the seed-to-seed ceiling's table",
     ("gate/scoring/features.py", "split"): "a cache key file's JSON, for a message",
     ("gate/tiers/spec.py", "seeds"): "a tier file: one without seeds runs seed 0 (gate.settings.TIER_FILE says so)",
     ("gate/parallel.py", "devices"): "a stored record's trainer section (the identity of runs made before the key)",
@@ -482,7 +482,7 @@ def test_the_fallback_scan_sees_a_planted_fallback(tmp_path):
 def test_no_isinstance_validation_chain_outside_the_schema():
     """The config checkers speak one vocabulary: no `isinstance(...) ... or not isinstance(...)` chain that
     type-checks a setting remains in the modules that check configs."""
-    checkers = ["gate/engine/validate.py", "gate/ranking/pipeline.py", "gate/cli/rank.py", "gate/tiers/spec.py",
+    checkers = ["gate/engine/validate.py", "gate/ranking/request.py", "gate/cli/rank.py", "gate/tiers/spec.py",
                 "gate/tiers/expand.py", "gate/tiers/launchers/local.py", "gate/data/spec.py", "gate/data/hub.py",
                 "gate/data/manifest.py", "gate/analysis/eevee.py", "gate/adapters/temporal.py"]
     chain = re.compile(r"isinstance\([^)]*\)[^\n]*\bnot isinstance\(|isinstance\(\w+, bool\) or not isinstance")
@@ -511,7 +511,7 @@ RANK_CASES = [
 def test_gate_ranks_request_goes_through_the_schema(change, message, tmp_path):
     from omegaconf import OmegaConf
 
-    from gate.ranking.pipeline import check_request
+    from gate.ranking.request import check_request
 
     plain = OmegaConf.to_container(_compose("rank", tmp_path, []), resolve=True)
     plain.pop("hydra", None)

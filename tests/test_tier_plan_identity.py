@@ -80,7 +80,7 @@ def test_a_preset_that_would_change_an_entrys_dataset_is_caught_after_compositio
 
 def test_gate_rank_refuses_a_dataset_listed_under_two_protocols():
     """gate-rank keys its benchmarks by dataset: the second protocol silently replaced the first."""
-    from gate.ranking.pipeline import proxy_entries
+    from gate.ranking.request import proxy_entries
 
     two = plan({"benchmarks": ["digits", {"dataset": "digits", "overrides": {"image_size": 48}}]})
     with pytest.raises(ConfigError, match=r"gate-rank ranks each benchmark once, and digits \(entries 1, 2\) is listed"):

@@ -48,7 +48,7 @@ COMMANDS: dict[str, Command] = {c.name: c for c in (
             list_keys=_TIER_LISTS),
     Command("gate-rank", "rank", "gate.ranking.stage:parse", "gate.ranking.stage:rank",
             "ranking (its short runs and scores)", "the runs' data.batch_size or image_size (overrides=[...])",
-            list_keys=_RANK_LISTS, retired="gate.ranking.pipeline:RETIRED"),
+            list_keys=_RANK_LISTS, retired="gate.ranking.request:RETIRED"),
     Command("gate-eevee", "eevee", "gate.analysis.stage:EeveeRequest.parse", "gate.analysis.stage:search",
             "the subset search", "population or chunk (the candidates trained at once), or workers"),
     Command("gate-analysis", "analysis", "gate.analysis.stage:AnalysisRequest.parse", "gate.analysis.stage:analyse",

@@ -3,17 +3,19 @@ what was planned, and — where the tier's full runs are stored — how right it
 
 The steps (docs/ranking.md has the measurements behind each):
 
-1. :func:`check_request`: every problem that can be known without training, in one line, before anything runs;
+1. the **request** (:mod:`gate.ranking.request`): every problem that can be known without training, in one line,
+   before anything runs;
 2. the **history** (:mod:`gate.ranking.history`): other encoders' full results, never the pool's;
 3. the **plan** (:mod:`gate.ranking.plan`): costs predicted by the **cost model** (:mod:`gate.ranking.cost`) from the
    store's records, the benchmarks **chosen from the history** (:mod:`gate.ranking.select`), shrunk until it fits:
    fewer proxy seeds, then fewer benchmarks, then shorter runs, then the prior, then the static ranking;
-4. the **prior** (:mod:`gate.ranking.prior`): zero-training scores and static facts, which order the first allocation;
+4. the **prior** (:mod:`gate.ranking.prior`, its scores :mod:`gate.ranking.scores`): zero-training scores and static
+   facts, which order the first allocation;
 5. the **proxy** (:mod:`gate.ranking.proxy`): one run per encoder per (proxy seed, benchmark), each ranked on its
    validation curve extrapolated to the full run's steps (:mod:`gate.ranking.curves`), re-planned before every block;
 6. the **tier ranking**: the mean over proxy seeds, with the benchmarks not run predicted where the history says that
    wins (:mod:`gate.ranking.complete`), or the prior's where the proxy is the less reliable (:func:`prior.decide`);
-7. the **validation** (:func:`validate`): τ against the full runs' mean, the leave-one-seed-out ceiling, top-3 recall,
+7. the **validation** (:mod:`gate.ranking.grading`): τ against the full runs' mean, the leave-one-seed-out ceiling, top-3 recall,
    top-1 regret and paired bootstrap comparisons with the baselines.
 """
 
@@ -29,290 +31,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from gate.analysis.ranks import kendall
-from gate.errors import ConfigError
 from gate.families import family
 from gate.ranking import complete, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
-from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, finite_or_none, minutes, shown
+from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, minutes, shown
+from gate.ranking.grading import validate
 from gate.ranking.history import History, from_store
 from gate.ranking.pricing import Prices, encoder_params
 from gate.ranking.proxy import ProxyContext, ProxyRun, no_skill, read_run, run_block
-from gate.settings import AUTO, yaml_defaults
-
-MIN_ENCODERS = 3
-POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
-#: gate-rank v1's keys, refused naming what replaced them.
-RETIRED = {
-    "seed": "proxy_seeds (a list of seeds outside the tier's; the proxy runs each and ranks by their mean)",
-    "cost_probe_steps": "the cost model (gate/ranking/cost.py): costs are predicted from the store's records, never "
-                        "timed by a probe",
-    "overhead_steps": "the cost model's fixed seconds per run, fitted on the store's records",
-    "eta": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
-    "max_rungs": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
-    "scores": "prior (the zero-training scores that order the first allocation and are the fallback)",
-    "proxy_without_scores": "nothing: the prior no longer seeds a run; validation compares it as a baseline",
-}
-#: The baselines every validation compares (their τ beside v2's, paired).
-STATIC_BASELINES = priors.STATIC
-
-
-def known_scores() -> list[str]:
-    from gate.transferability import SCORES
-
-    return [*SCORES, *POOL_SCORES]
-
-
-def _as_tuple(value: Any) -> Any:
-    return tuple(value) if isinstance(value, list) else value
-
-
-#: gate-rank's defaults, stated once: conf/rank.yaml.
-_RANK_YAML = yaml_defaults("rank.yaml")
-
-
-@dataclasses.dataclass(frozen=True)
-class Request:
-    """One gate-rank request: the checked settings of conf/rank.yaml (:data:`gate.settings.RANK`), whose values are
-    its defaults (the only place that states them), lists as tuples."""
-
-    tier: Any                       # gate.tiers.spec.Tier
-    encoders: tuple[str, ...]
-    budget: float
-    _: dataclasses.KW_ONLY
-    history: tuple[str, ...] = _as_tuple(_RANK_YAML["history"])
-    proxy_benchmarks: str | tuple[str, ...] | None = _as_tuple(_RANK_YAML["proxy_benchmarks"])  # auto | first | None | names
-    min_per_family: int = _RANK_YAML["min_per_family"]
-    val_points: int = _RANK_YAML["val_points"]
-    proxy_seeds: tuple[int, ...] = _as_tuple(_RANK_YAML["proxy_seeds"])
-    run_fraction: float = _RANK_YAML["run_fraction"]
-    prior: tuple[str, ...] = _as_tuple(_RANK_YAML["prior"])
-    static: str | tuple[str, ...] = _as_tuple(_RANK_YAML["static"])  # auto | names
-    baseline_scores: tuple[str, ...] = _as_tuple(_RANK_YAML["baseline_scores"])
-    n_boot: int = _RANK_YAML["n_boot"]
-    use_full_runs: bool = _RANK_YAML["use_full_runs"]
-    validate: bool = _RANK_YAML["validate"]
-
-    @classmethod
-    def from_plain(cls, tier: Any, plain: Mapping[str, Any]) -> Request:
-        """The request of a checked gate-rank config (:func:`check_request` passed): each field its setting."""
-        fields = {f.name: _as_tuple(plain[f.name]) for f in dataclasses.fields(cls)
-                  if f.name not in ("tier", "encoders", "budget", "_")}
-        if isinstance(fields["history"], str):
-            fields["history"] = (fields["history"],)
-        return cls(tier, tuple(plain["encoders"]), float(plain["budget"]), **fields)
-
-
-def check_request(request: Mapping[str, Any]) -> None:
-    """Every problem with the request itself (its settings, declared in :data:`gate.settings.RANK`), the pool, the
-    score and static names and the history, as one :class:`ConfigError` line, before the tier is expanded."""
-    from gate.ranking.history import problems as history_problems
-    from gate.settings import RANK, check
-
-    retired = [k for k in RETIRED if k in request]
-    problems = [f"{k} was replaced by {RETIRED[k]}" for k in retired]
-    problems += check({k: v for k, v in request.items() if k not in retired}, RANK)
-    encoders = request.get("encoders")
-    if RANK.settings["encoders"].valid(encoders) and len(dict.fromkeys(encoders)) < MIN_ENCODERS:
-        problems.append(f"encoders={list(encoders)!r} is invalid: a ranking needs at least {MIN_ENCODERS} distinct "
-                        f"encoders (encoder=a,b,c)")
-    known = known_scores()
-    for key in ("prior", "baseline_scores"):
-        names = request.get(key)
-        bad = [s for s in names if s not in known] if RANK.settings[key].valid(names) else []
-        if bad:
-            problems.append(f"{key}: unknown score {', '.join(map(repr, bad))}; known scores are {known}")
-    static = request.get("static")
-    bad = ([s for s in static if s not in priors.STATIC]
-        if static != AUTO and RANK.settings["static"].valid(static) else [])
-    if bad:
-        problems.append(f"static: unknown fact {', '.join(map(repr, bad))}; known: {list(priors.STATIC)}")
-    if RANK.settings["history"].valid(request.get("history")):
-        problems += history_problems(request["history"])
-    if problems:
-        raise ConfigError("; ".join(problems))
-
-
-def check_against_plan(request: Request, plan: Any, entries: Mapping[str, Any], records: Sequence[Mapping[str, Any]],
-                       configs: Mapping[str, Mapping[str, Any]]) -> None:
-    """The problems only the expanded tier shows, before any run: ``proxy_benchmarks`` naming a benchmark the tier
-    lacks, ``static=[source_top1]`` for an encoder that does not declare it, proxy seeds shared with stored full
-    runs (with ``validate``), and an encoder's ``paper_name`` that the paper's table lacks (with history ``paper``)."""
-    problems = []
-    pb = request.proxy_benchmarks
-    if isinstance(pb, tuple):
-        unknown = [b for b in pb if b not in entries]
-        if unknown:
-            problems.append(f"proxy_benchmarks: {', '.join(map(repr, unknown))} is not among the benchmarks the proxy "
-                            f"can run on tier {plan.tier.name} ({list(entries)})")
-    if request.static != AUTO and "source_top1" in request.static:
-        lacking = [e for e in plan.encoders if not isinstance(configs[e].get("source_top1"), (int, float))]
-        if lacking:
-            problems.append(f"static=[source_top1]: encoder(s) {', '.join(lacking)} declare no source_top1 (the top-1 "
-                            f"accuracy their pretrained weights publish) in conf/encoder/<name>.yaml; drop "
-                            f"source_top1 from static or declare it")
-    if request.validate:
-        stored = {int(exp.seed) for exp in plan.experiments
-                  if exp.seed in request.proxy_seeds and any(r.get("experiment") == exp.id for r in records)}
-        if stored:
-            problems.append(f"proxy_seeds={list(request.proxy_seeds)} shares seed(s) {sorted(stored)} with stored full "
-                            f"runs of this tier (a proxy run would share their data order and random stream while "
-                            f"validate=true grades it against them); choose seeds outside {sorted(plan.tier.seeds)}")
-    if "paper" in request.history:
-        from gate.analysis.meta import default_paper_table
-
-        columns = set(pd.read_csv(default_paper_table(), nrows=0).columns)
-        missing = [f"{e} ({configs[e]['paper_name']})" for e in plan.encoders
-                   if configs[e].get("paper_name") and configs[e]["paper_name"] not in columns]
-        if missing:
-            problems.append(f"paper_name of {', '.join(missing)} is not a column of the paper's table")
-    if problems:
-        raise ConfigError("; ".join(problems))
-
-
-def proxy_entries(plan: Any, seeds: Sequence[int]) -> tuple[dict[str, dict[int, dict[str, Any]]], list[str]]:
-    """The tier's benchmarks the proxy can run: those every encoder of the pool takes, with a step budget >= 2.
-    Returns ``{benchmark: {seed: {encoder: experiment}}}`` for the proxy ``seeds`` and why others are left out;
-    a :class:`ConfigError` when none is left, or when a dataset is the entry of two protocols."""
-    listed: dict[str, list[int]] = {}
-    for i, entry in enumerate(plan.tier.entries, 1):
-        listed.setdefault(entry.dataset, []).append(i)
-    twice = [f"{name} (entries {', '.join(map(str, at))})" for name, at in listed.items() if len(at) > 1]
-    if twice:
-        raise ConfigError(f"tier {plan.tier.name}: gate-rank ranks each benchmark once, and {'; '.join(twice)} "
-                          f"{'is' if len(twice) == 1 else 'are'} listed with more than one protocol: keep one entry "
-                          f"per dataset")
-    by: dict[str, dict[int, dict[str, Any]]] = {}
-    for exp in plan.experiments:
-        if exp.seed in seeds:
-            by.setdefault(exp.dataset, {}).setdefault(int(exp.seed), {})[exp.encoder] = exp
-    out, dropped = {}, []
-    for entry in plan.tier.entries:
-        got = by.get(entry.dataset, {})
-        missing = [e for e in plan.encoders if any(e not in got.get(s, {}) for s in seeds)]
-        if missing:
-            dropped.append(f"{entry.dataset}: not taken by {', '.join(dict.fromkeys(missing))}")
-            continue
-        steps = got[seeds[0]][plan.encoders[0]].config["trainer"].get("max_steps")
-        if not isinstance(steps, int) or steps < 2:
-            dropped.append(f"{entry.dataset}: trainer.max_steps={steps!r} (the proxy needs a step budget >= 2)")
-            continue
-        out[entry.dataset] = got
-    if not out:
-        raise ConfigError(f"tier {plan.tier.name} has nothing the proxy can run for {list(plan.encoders)}: "
-                          f"{'; '.join(dropped) or 'no experiments'}")
-    return out, dropped
-
-
-# ------------------------------------------------------------------------------------------------ scores
-
-
-Scores = dict[str, dict[str, dict[str, Any]]]  # score → benchmark → encoder → value (or why it is degenerate)
-
-
-def _score_names(names: Sequence[str]) -> list[str]:
-    """The stored metrics ``names`` read (``ncti`` is three stored terms)."""
-    return sorted({n for name in names for n in (("ncti_seli", "ncti_ncc", "ncti_collapse") if name == "ncti"
-                                                  else (name,))})
-
-
-def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
-                 run_score: Callable[[Any], Any], records: Callable[[], list[dict[str, Any]]],
-                 echo: Callable[..., None] = print, key: str = "prior") -> tuple[Scores, dict[str, float], Scores]:
-    """Zero-training scores of every encoder on the benchmarks among ``benchmarks`` whose family takes scores:
-    ``{score: {benchmark: {encoder: value}}}``, the seconds each (encoder × benchmark) took (feature passes + the
-    scores, from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
-    value cannot discriminate. ``key``: the setting that named ``names``, named in errors."""
-    from gate.engine.validate import resolved_config
-    from gate.results import experiment_id
-    from gate.scoring.stage import NeedsSourceHead
-    from gate.transferability import SCORES
-
-    wanted = _score_names(names)
-    values: Scores = {n: {} for n in names}
-    seconds: dict[str, float] = {}
-    degenerate: Scores = {}
-    if not wanted:
-        return values, seconds, degenerate
-    check_score_heads(plan, names, key)
-    seed0 = plan.tier.seeds[0]
-    for exp in plan.experiments:
-        if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
-            continue
-        ovs = [f"paths.root={plan.root}", f"dataset={exp.dataset}", f"encoder={exp.encoder}",
-               f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
-               f"metrics=[{','.join(wanted)}]"]
-        cfg = compose_score(ovs)
-        sid = experiment_id(resolved_config(cfg), "score")
-        try:
-            run_score(cfg)
-        except NeedsSourceHead as err:  # gate-score's words name its own key (metrics): say gate-rank's
-            raise ConfigError(_headless(key, names, err.metrics, err.encoder)) from None
-        rows = {r["metric"]: r for r in records() if r.get("experiment") == sid and r.get("kind") == "score"}
-        spent = seconds[f"{exp.encoder} × {exp.dataset}"] = pass_seconds(rows, wanted)
-        marks = []
-        for name in names:
-            if name == "ncti" or name not in rows:
-                continue
-            values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
-            facts = rows[name].get("facts") or {}
-            classes = facts.get("num_classes", exp.config["dataset"]["num_classes"])
-            if "num_samples" in facts and {"feature_rank", "feature_dim"} & set(facts) and (why := SCORES[name].degenerate(
-                    facts["num_samples"], classes, feature_rank=facts.get("feature_rank"),
-                    feature_dim=facts.get("feature_dim"))):
-                degenerate.setdefault(name, {}).setdefault(exp.dataset, {})[exp.encoder] = why
-                marks.append(f"{name} ({why})")
-        if "ncti" in names and all(t in rows for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")):
-            values.setdefault("_ncti_terms", {}).setdefault(exp.dataset, {})[exp.encoder] = {  # type: ignore[assignment]
-                t: float(rows[t]["value"]) for t in ("ncti_seli", "ncti_ncc", "ncti_collapse")}
-        echo(f"[gate] score {exp.encoder} × {exp.dataset}: {spent:.0f}s"
-             + (f"; degenerate: {', '.join(marks)}" if marks else ""), flush=True)
-    if "ncti" in names:
-        from gate.transferability.collapse import ncti
-
-        for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
-            values["ncti"][bench] = ncti(pool)
-    return values, seconds, degenerate
-
-
-def _headless(key: str, names: Sequence[str], need: Sequence[str], encoder: str) -> str:
-    from gate.transferability import SCORES
-
-    every = sorted(n for n, m in SCORES.items() if m.needs == "features")
-    one = len(need) == 1
-    return (f"{key}={list(names)} is invalid: {', '.join(need)} {'needs' if one else 'need'} the source-class "
-            f"probabilities of a pretrained classification head, which encoder {encoder} lacks; drop "
-            f"{'it' if one else 'them'} from {key} (the scores every encoder takes: {every})")
-
-
-def check_score_heads(plan: Any, names: Sequence[str], key: str) -> None:
-    """Before any run: a score of ``names`` that needs a source classification head, asked of an encoder whose
-    class declares none (``num_source_classes = None``), is one :class:`ConfigError` naming ``key``."""
-    from hydra.utils import get_class
-
-    from gate.transferability import SCORES
-
-    need = [n for n in names if n in SCORES and SCORES[n].needs == "source_probs"]
-    if not need:
-        return
-    for exp in plan.experiments:
-        try:
-            cls = get_class(exp.config["encoder"]["_target_"])
-        except Exception:  # noqa: BLE001 - an unimportable class is gate-run's validation to report
-            continue
-        if getattr(cls, "num_source_classes", 0) is None:
-            raise ConfigError(_headless(key, names, need, exp.encoder))
-
-
-def score_ranks(values: Mapping[str, Mapping[str, float]], encoders: Sequence[str]) -> pd.Series | None:
-    """One score's ranking of the pool: its mean rank over the benchmarks where every encoder has a value."""
-    cols = {b: v for b, v in values.items() if all(e in v and math.isfinite(v[e]) for e in encoders)}
-    if not cols:
-        return None
-    frame = pd.DataFrame(cols).reindex(list(encoders))
-    return pd.Series(complete.mean_rank(frame.to_numpy(float)), index=list(encoders))
-
+from gate.ranking.request import Request, check_against_plan, proxy_entries
+from gate.ranking.scores import (
+    Scores,
+    _prior_seconds,
+    _score_names,
+    check_score_heads,
+    score_ranks,
+    score_values,
+    static_names,
+    static_rankings,
+)
 
 # ------------------------------------------------------------------------------------------------ result
 
@@ -650,31 +388,6 @@ def execute(first: planning.Plan, replan: Callable[[frozenset, float], planning.
     return done
 
 
-#: A feature pass the store has no record of, predicted (the demo's passes of 500 rows at 32 px took 5–19 s on 2 CPU
-#: cores, feature pass and scores together; pool A's sixteen averaged 11 s).
-COLD_PASS_SECONDS = 10.0
-
-
-def pass_seconds(rows: Mapping[str, Mapping[str, Any]], metrics: Iterable[str]) -> float:
-    """What one encoder × benchmark's scores cost, from its score records (``{metric: record}``): the feature pass
-    (stored once per set) plus each of ``metrics``' own seconds. The plan predicts with it and the ledger spends
-    it, so the two count the same seconds."""
-    extract = max((float((r.get("facts") or {}).get("extract_seconds") or 0.0) for r in rows.values()), default=0.0)
-    return extract + sum(float((rows[m].get("facts") or {}).get("seconds") or 0.0) for m in metrics if m in rows)
-
-
-def _prior_seconds(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Sequence[str],
-                   metrics: Sequence[str]) -> float:
-    """The prior's feature passes and scores, predicted: what stored score records of the pool's encoders cost
-    (:func:`pass_seconds`), else :data:`COLD_PASS_SECONDS` a pass."""
-    rows: dict[str, dict[str, Mapping[str, Any]]] = {}
-    for r in records:
-        if r.get("kind") == "score" and r.get("encoder") in pool and r.get("dataset") in benches:
-            rows.setdefault(f"{r['encoder']} × {r['dataset']}", {})[str(r.get("metric"))] = r
-    seen = {key: pass_seconds(found, metrics) for key, found in rows.items() if set(metrics) <= set(found)}
-    return sum(seen.get(f"{e} × {b}", COLD_PASS_SECONDS) for e in pool for b in benches)
-
-
 def _selection(request: Request, chooser: select.Chooser, history: History, candidates: Sequence[str],
                cost: Mapping[str, float], affordable: float, n_boot: int) -> Any:
     pb = request.proxy_benchmarks
@@ -693,24 +406,6 @@ def _selection(request: Request, chooser: select.Chooser, history: History, cand
         why = "every benchmark (proxy_benchmarks=null)" if pb is None else "named by proxy_benchmarks"
     return select.Selection(tuple(chosen), "given", dict.fromkeys(chosen, why), math.nan, math.nan, math.nan, {},
                             history.fingerprint(), len(history.values))
-
-
-def static_names(static: str | Sequence[str]) -> tuple[str, ...]:
-    """The static facts a request's ``static`` names: ``auto`` is every one (:data:`gate.ranking.prior.STATIC`), of
-    which :func:`static_rankings` keeps those every encoder of the pool has (source_top1 where all declare it)."""
-    return tuple(priors.STATIC) if static == AUTO else tuple(static)
-
-
-def static_rankings(names: Sequence[str], pool: Sequence[str], params: Mapping[str, float],
-                    configs: Mapping[str, Mapping[str, Any]]) -> dict[str, pd.Series]:
-    """Each static fact's ranking of the pool (where every encoder has it): more parameters, a higher published
-    source top-1 first."""
-    out = {}
-    for name in names:
-        values = dict(params) if name == "params" else {e: configs[e].get("source_top1") for e in pool}
-        if all(isinstance(values.get(e), (int, float)) and math.isfinite(values[e]) for e in pool):
-            out[name] = priors.ranks({e: float(values[e]) for e in pool}, pool)
-    return out
 
 
 def _proxy_ranking(runs: Sequence[ProxyRun], pool: Sequence[str], candidates: Sequence[str], full_ranked: Sequence[str],
@@ -764,125 +459,6 @@ def _proxy_ranking(runs: Sequence[ProxyRun], pool: Sequence[str], candidates: Se
     else:
         ranking = pd.Series(complete.mean_rank(observed.to_numpy(float)), index=list(pool))
     return pd.DataFrame(rows), seeds_table, ranking, flagged
-
-
-# --------------------------------------------------------------------------------------------- validation
-
-
-def validate(result: RankResult, truth: History, benches: Sequence[str], pool: Sequence[str], request: Request,
-             plan: Any, compose_score: Any, run_score: Any, ctx: ProxyContext
-             ) -> tuple[pd.DataFrame, dict[str, Any], pd.DataFrame]:
-    """v2 and every baseline against the full runs (their mean over the tier's seeds, mean rank over ``benches``):
-    τ, τ_w, top-1 regret (tier-mean units) and top-3 recall; the leave-one-seed-out ceiling (each truth seed alone
-    against the mean of the others) and v2 graded against the same leave-one-out truths; paired bootstrap
-    differences (encoders and benchmarks resampled together)."""
-    from gate.ranking import stats
-
-    values = truth.values.loc[list(pool), list(benches)]
-    truth_rank = pd.Series(complete.mean_rank(values.to_numpy(float)), index=list(pool))
-    tier_value = values.mean(axis=1)
-    methods: dict[str, pd.Series] = {"v2": result.tier_ranking["mean_rank"].reindex(list(pool))}
-    base_scores = [s for s in request.baseline_scores if s not in result.scores]
-    extra_scores: Scores = {}
-    extra_marks: Scores = {}
-    if base_scores and compose_score and run_score:
-        benches_scored = [b for b in benches if any(e.dataset == b and family(e.config["dataset"].get("task"))
-                                                    .transferability for e in plan.experiments)]
-        if benches_scored:
-            extra_scores, _, extra_marks = score_values(plan, benches_scored, base_scores, compose_score=compose_score,
-                                              run_score=run_score, records=ctx.records, echo=ctx.echo,
-                                              key="baseline_scores")
-    marks: dict[str, str] = {}
-    for name in request.baseline_scores:
-        r = score_ranks({**result.scores, **extra_scores}.get(name, {}), pool)
-        if r is not None:
-            methods[f"score:{name}"] = r
-            marks[f"score:{name}"] = degenerate_note({**result.degenerate, **extra_marks}.get(name, {}),
-                                                     len(pool) * len({**result.scores, **extra_scores}[name]),
-                                                     "encoder × benchmark scores")
-    configs = {e: next(x.config["encoder"] for x in plan.experiments if x.encoder == e) for e in pool}
-    params = {e: float(next((r.facts.get("params") for r in result.runs if r.encoder == e and r.facts.get("params")),
-                            math.nan) or math.nan) for e in pool}
-    for name, r in {**static_rankings(STATIC_BASELINES, pool, params, configs), **result.static_rankings}.items():
-        methods[f"static:{name}"] = r
-    if result.prior_ranking is not None:
-        methods["prior"] = result.prior_ranking
-    rows = []
-    for name, pred in methods.items():
-        p, t = -pred.to_numpy(float), -truth_rank.to_numpy(float)
-        top = set(pred.nsmallest(3).index)
-        true_top = set(truth_rank.nsmallest(3).index)
-        picked = pred.idxmin()
-        rows.append({"method": name, "tau": kendall(p, t), "tau_w": stats.weighted_tau(p, t),
-                     "regret": float(tier_value.max() - tier_value[picked]),
-                     "top3_recall": len(top & true_top) / min(3, len(pool)), "degenerate": marks.get(name, "")})
-    table = pd.DataFrame(rows)
-    ceiling = leave_one_seed_out(truth.seeds, benches, pool, methods["v2"])
-    paired = paired_bootstrap(methods, values, n_boot=request.n_boot)
-    return table, ceiling, paired
-
-
-def leave_one_seed_out(seeds_of: Mapping[str, pd.DataFrame], benches: Sequence[str], pool: Sequence[str],
-                       ranking: pd.Series) -> dict[str, Any]:
-    """The ceiling: for each truth seed, τ between the tier ranking of that seed alone and of the mean of the
-    others, averaged (``one_seed_vs_rest``); ``ranking`` (lower is better) against the same leave-one-out truths
-    (``v2_vs_rest``), and their ratio. None where fewer than two seeds are stored."""
-    seeds = sorted(set.intersection(*[set(seeds_of[b].columns) for b in benches])) if benches and all(
-        b in seeds_of for b in benches) else []
-    if len(seeds) < 2:
-        return {"n_seeds": len(seeds), "one_seed_vs_rest": None, "v2_vs_rest": None, "ratio": None}
-    one, mine = [], []
-    for s in seeds:
-        alone = pd.DataFrame({b: seeds_of[b][s] for b in benches}).reindex(list(pool))
-        rest = pd.DataFrame({b: seeds_of[b][[x for x in seeds if x != s]].mean(axis=1) for b in benches}
-                            ).reindex(list(pool))
-        rest_rank = complete.mean_rank(rest.to_numpy(float))
-        one.append(kendall(-complete.mean_rank(alone.to_numpy(float)), -rest_rank))
-        mine.append(kendall(-ranking.reindex(list(pool)).to_numpy(float), -rest_rank))
-    c, v = float(np.nanmean(one)), float(np.nanmean(mine))
-    return {"n_seeds": len(seeds), "one_seed_vs_rest": finite_or_none(c), "v2_vs_rest": finite_or_none(v),
-            "ratio": finite_or_none(v / c) if math.isfinite(c) and c > 0 else None}
-
-
-def degenerate_note(marks: Mapping[str, Mapping[str, str]], total: int, of: str) -> str:
-    """``"on 5 of 8 encoders: feature rank 490 ≥ 500 rows − 10 classes; ..."`` for the values that cannot discriminate
-    (``{benchmark: {encoder: why}}``), each distinct reason once; empty where none is."""
-    whys = [why for per_encoder in marks.values() for why in per_encoder.values()]
-    return f"on {len(whys)} of {total} {of}: {'; '.join(dict.fromkeys(whys))}" if whys else ""
-
-
-def paired_bootstrap(methods: Mapping[str, pd.Series], values: pd.DataFrame, *, n_boot: int, seed: int = 0
-                     ) -> pd.DataFrame:
-    """For each baseline, v2's τ minus the baseline's against the truth (the mean rank over ``values``' benchmarks),
-    with a 95 % interval and P(v2 ≤ baseline), resampling encoders and benchmarks together."""
-    rng = np.random.default_rng(seed)
-    encs = list(values.index)
-    n, m = len(encs), values.shape[1]
-    base = {k: v for k, v in methods.items() if k != "v2"}
-    diffs: dict[str, list[float]] = {k: [] for k in base}
-    arr = values.to_numpy(float)
-    preds = {k: -v.reindex(encs).to_numpy(float) for k, v in methods.items()}
-    for _ in range(n_boot):
-        ei = rng.integers(0, n, n)
-        if len(set(ei.tolist())) < 3:
-            continue
-        bi = rng.integers(0, m, m)
-        truth = -complete.mean_rank(arr[np.ix_(ei, bi)])
-        t_v2 = kendall(preds["v2"][ei], truth)
-        for k in base:
-            t_b = kendall(preds[k][ei], truth)
-            if math.isfinite(t_v2) and math.isfinite(t_b):
-                diffs[k].append(t_v2 - t_b)
-    truth_all = -complete.mean_rank(arr)
-    rows = []
-    for k in base:
-        d = np.asarray(diffs[k])
-        point = kendall(preds["v2"], truth_all) - kendall(preds[k], truth_all)
-        rows.append({"baseline": k, "tau_difference": point,
-                     "lo": float(np.quantile(d, 0.025)) if d.size else math.nan,
-                     "hi": float(np.quantile(d, 0.975)) if d.size else math.nan,
-                     "p_v2_not_better": float(np.mean(d <= 0)) if d.size else math.nan, "draws": int(d.size)})
-    return pd.DataFrame(rows, columns=["baseline", "tau_difference", "lo", "hi", "p_v2_not_better", "draws"])
 
 
 # ------------------------------------------------------------------------------------------------ output

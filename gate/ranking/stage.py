@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from gate.files import atomic_folder
-from gate.ranking.pipeline import RankResult, Request, rank_tier, write_outputs
+from gate.ranking.pipeline import RankResult, rank_tier, write_outputs
+from gate.ranking.request import Request
 from gate.results import stable_hash
 
 #: The request's settings that decide where or how the outputs are written, never what they hold: the output root,
@@ -66,11 +67,11 @@ class RankRun:
 
 def parse(cfg: Any) -> RankCall:
     """The composed ``rank.yaml`` as plain data, its own problems (budget, pool, scores, history, ...) checked
-    before the tier is expanded (:func:`gate.ranking.pipeline.check_request`)."""
+    before the tier is expanded (:func:`gate.ranking.request.check_request`)."""
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import OmegaConf
 
-    from gate.ranking.pipeline import check_request
+    from gate.ranking.request import check_request
 
     plain = OmegaConf.to_container(cfg, resolve=True)
     check_request(plain)
@@ -126,7 +127,7 @@ def print_result(run: RankRun, prepared: Prepared) -> None:
 def prepare(plain: Mapping[str, Any], searchpath: list[str]) -> Prepared:
     """Everything that can fail without training: the tier, its expansion with the proxy's seeds, the entries the
     proxy can run."""
-    from gate.ranking.pipeline import proxy_entries
+    from gate.ranking.request import proxy_entries
     from gate.tiers.expand import expand_tier, load_tier
 
     tier = load_tier(plain["tier_file"] or plain["tier"])
