@@ -464,3 +464,63 @@ def test_the_stores_full_runs_of_encoders_outside_the_pool_are_the_history(tmp_p
             "efficientnetv2_scratch, flexivit_scratch, resnet50_scratch, vit_base_scratch)") in out.stdout, out.stdout
     selection = pd.read_csv(next((root / "reports").glob("rank-tiny-*/selection.csv")))
     assert set(selection["history_encoders"]) == {6} and set(selection["method"]) != {"rule"}, selection
+
+
+def test_a_prior_that_ranks_the_historys_encoders_better_than_the_proxy_seeds_agree_gives_the_ranking(
+        tmp_path, capsys, monkeypatch):
+    """The prior's reliability measured on the history: six other encoders' full runs and their k-NN scores stored
+    under the prior's protocol (an earlier call's pool). Their scores order them as their full runs do (τ 1.00 by
+    hand: both increasing with the encoder's place); the two proxy seeds swap two of the pool's three encoders (τ
+    1/3 between them, above the 0.2 at which disagreement alone hands over). The ranking is the prior's, and says
+    why; without the prior's τ on the history (it was never measured) the proxy's was given."""
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+    from gate.ranking.scores import score_config
+    from gate.ranking.stage import contexts
+    from gate.results import Record, ResultsStore
+    from gate.tiers.expand import expand_tier, load_tier
+
+    tier, root = tier_with_stored_full_runs(tmp_path)
+    others = ["resnet50_scratch", "efficientnetv2_scratch", "efficientnet_lite1", "efficientnet_lite2",
+              "vit_base_scratch", "flexivit_scratch"]
+    plan = expand_tier(load_tier(str(tier)), others, root)
+    _, compose_score, _ = contexts(plan, [])
+    place = {e: i for i, e in enumerate(others)}
+    store = ResultsStore(root / "results" / "records.jsonl")
+    store.append([Record(
+        experiment=e.id, kind="finetune", encoder=e.encoder, dataset="digits", task="classification",
+        adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1",
+        value=0.3 + 0.05 * place[e.encoder], higher_is_better=True, config=e.config,
+        facts={"wall_seconds": 100.0, "global_step": 200, "params": 1e7}) for e in plan.experiments])
+    store.append([Record(
+        experiment=score_config(plan, e, ["knn_acc"], compose_score)[1], kind="score", encoder=e.encoder,
+        dataset="digits", task="classification", adapter="", recipe="", seed=0, split="test", metric="knn_acc",
+        value=0.2 + 0.1 * place[e.encoder], higher_is_better=True, config={}, facts={"seconds": 1.0})
+        for e in plan.experiments if e.seed == 0])
+
+    def prior(plan, benchmarks, names, **kw):  # the pool's own k-NN scores, 1 s a pass
+        pool = list(plan.encoders)
+        return ({n: {b: {e: float(i) for i, e in enumerate(pool)} for b in benchmarks} for n in names},
+                {f"{e} × {b}": 1.0 for e in pool for b in benchmarks}, {})
+
+    value = {100: {"resnet18_scratch": 0.5, "vit_tiny_scratch": 0.6, "efficientnet_lite0": 0.7},
+             101: {"resnet18_scratch": 0.5, "vit_tiny_scratch": 0.7, "efficientnet_lite0": 0.6}}
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        for enc in order:
+            v = value[block.seed][enc]
+            yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True, v, v,
+                           v, v, "last value", planned[enc], planned[enc], False,
+                           {"wall_seconds": planned[enc], "global_step": block.steps, "params": 1e7})
+
+    monkeypatch.setattr(pipeline, "score_values", prior)
+    monkeypatch.setattr(pipeline, "run_block", block)
+    from gate.cli import rank
+
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.9", "baseline_scores=[]",
+                               "prior=[knn_acc]", "history=[store]", "proxy_seeds=[100,101]", "n_boot=5",
+                               "use_full_runs=false"], capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "the prior ranks the history's 6 encoders at τ 1.00" in out.stdout, out.stdout[-3000:]
+    assert ("predicted ranking on tier tiny (prior's: the proxy seeds agree at τ 0.33, below the prior's τ 1.00 on "
+            "the history's encoders)") in out.stdout, out.stdout[-3000:]

@@ -46,6 +46,7 @@ from gate.ranking.scores import (
     _prior_seconds,
     _score_names,
     check_score_heads,
+    prior_history_tau,
     score_ranks,
     score_values,
     static_names,
@@ -195,6 +196,15 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     static = static_rankings(static_names(request.static), pool, params, configs)
     prior_components.update({f"static:{k}": v for k, v in static.items()})
     prior_ranking = priors.combine(prior_components) if prior_components else None
+    # the prior's own reliability, where the store holds its scores of the history's encoders (not the pool's)
+    prior_tau = math.nan
+    if prior_ran and history_plan is not None:
+        prior_tau, rated = prior_history_tau(history, history_plan, list(entries), scored_benches, request.prior,
+                                             compose_score=compose_score, records=records,
+                                             min_encoders=select.MIN_HISTORY)
+        if math.isfinite(prior_tau):
+            ctx.echo(f"[gate] rank  the prior ranks the history's {len(rated)} encoders at τ {prior_tau:.2f} (their "
+                     f"stored scores against their full runs)", flush=True)
     order = list(prior_ranking.sort_values(kind="stable").index) if prior_ranking is not None else pool
 
     # the proxy, re-planned before every block (with what is left of the budget and the costs measured so far)
@@ -272,7 +282,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                              seed_agreement=priors.agreement(seed_rankings) if len(seed_rankings) > 1 else math.nan,
                              history_tau=history_tau, prior_available=prior_ranking is not None and any(
                                  k.startswith("score:") for k in prior_components),
-                             prior_history_tau=math.nan, static_available=bool(static))
+                             prior_history_tau=prior_tau, static_available=bool(static))
     if runs and not ranked_runs and not full_ranked:
         decision = priors.Decision(decision.source, "; ".join(
             [f"no encoder learnt any benchmark the proxy ran ({', '.join(unlearnt)})"] * bool(unlearnt)

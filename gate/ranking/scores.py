@@ -31,8 +31,6 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     ``{score: {benchmark: {encoder: value}}}``, the seconds each (encoder × benchmark) took (feature passes + the
     scores, from the score records' facts, so stored scores count what they cost) and, in the same shape, why a
     value cannot discriminate. ``key``: the setting that named ``names``, named in errors."""
-    from gate.engine.validate import resolved_config
-    from gate.results import experiment_id
     from gate.scoring.stage import NeedsSourceHead
     from gate.transferability import SCORES
 
@@ -43,15 +41,8 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
     if not wanted:
         return values, seconds, degenerate
     check_score_heads(plan, names, key)
-    seed0 = plan.tier.seeds[0]
-    for exp in plan.experiments:
-        if exp.dataset not in benchmarks or exp.seed != seed0 or not family(exp.config["dataset"].get("task")).transferability:
-            continue
-        ovs = [f"paths.root={plan.root}", f"dataset={exp.dataset}", f"encoder={exp.encoder}",
-               f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
-               f"metrics=[{','.join(wanted)}]"]
-        cfg = compose_score(ovs)
-        sid = experiment_id(resolved_config(cfg), "score")
+    for exp in scored_experiments(plan, benchmarks):
+        cfg, sid = score_config(plan, exp, wanted, compose_score)
         try:
             run_score(cfg)
         except NeedsSourceHead as err:  # gate-score's words name its own key (metrics): say gate-rank's
@@ -81,6 +72,72 @@ def score_values(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *, 
         for bench, pool in values.pop("_ncti_terms", {}).items():  # type: ignore[arg-type]
             values["ncti"][bench] = ncti(pool)
     return values, seconds, degenerate
+
+
+def scored_experiments(plan: Any, benchmarks: Sequence[str]) -> list[Any]:
+    """The experiments of ``plan`` (its first tier seed) the prior scores: those on ``benchmarks`` whose family
+    takes scores."""
+    seed0 = plan.tier.seeds[0]
+    return [exp for exp in plan.experiments if exp.dataset in benchmarks and exp.seed == seed0
+            and family(exp.config["dataset"].get("task")).transferability]
+
+
+def score_config(plan: Any, exp: Any, wanted: Sequence[str], compose_score: Callable[[list[str]], Any]) -> tuple[Any, str]:
+    """gate-score's config of the stored metrics ``wanted`` on ``exp``'s encoder × benchmark (the prior's protocol:
+    the tier's image size and score overrides), and its experiment id."""
+    from gate.engine.validate import resolved_config
+    from gate.results import experiment_id
+
+    cfg = compose_score([f"paths.root={plan.root}", f"dataset={exp.dataset}", f"encoder={exp.encoder}",
+                         f"image_size={exp.config['image_size']}", "progress_bar=false", *plan.tier.score_overrides,
+                         f"metrics=[{','.join(wanted)}]"])
+    return cfg, experiment_id(resolved_config(cfg), "score")
+
+
+def stored_scores(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *,
+                  compose_score: Callable[[list[str]], Any], records: Sequence[Mapping[str, Any]]) -> Scores:
+    """The prior's scores (``names``, but ``ncti``, a pool's) of ``plan``'s encoders that the store already holds
+    under the prior's protocol — an earlier gate-rank call scored them as its pool — read back, never computed:
+    ``{score: {benchmark: {encoder: value}}}``."""
+    names = [n for n in names if n != "ncti"]
+    wanted = _score_names(names)
+    by_id: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for r in records:
+        if r.get("kind") == "score":
+            by_id.setdefault(str(r.get("experiment")), {})[str(r.get("metric"))] = r
+    values: Scores = {n: {} for n in names}
+    if not wanted:
+        return values
+    for exp in scored_experiments(plan, benchmarks):
+        rows = by_id.get(score_config(plan, exp, wanted, compose_score)[1], {})
+        for name in names:
+            if name in rows and isinstance(rows[name].get("value"), (int, float)):
+                values[name].setdefault(exp.dataset, {})[exp.encoder] = float(rows[name]["value"])
+    return values
+
+
+def prior_history_tau(history: Any, history_plan: Any, tier_benchmarks: Sequence[str], scored: Sequence[str],
+                      names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
+                      records: Sequence[Mapping[str, Any]], min_encoders: int) -> tuple[float, list[str]]:
+    """How well the prior ranks encoders whose full runs are known: the history's encoders (``history_plan``'s that
+    the history holds) with every prior score stored on the ``scored`` benchmarks (:func:`stored_scores`), ranked
+    by the mean rank over those scores as the pool is, against their full runs' mean rank over the tier's benchmarks
+    the history holds for all of them. Kendall τ and those encoders; NaN with fewer than ``min_encoders``."""
+    from gate.analysis.ranks import kendall
+
+    vals = {n: v for n, v in stored_scores(history_plan, scored, names, compose_score=compose_score,
+                                           records=records).items()}
+    benches = [b for b in scored if any(b in v for v in vals.values())]
+    encs = [e for e in history_plan.encoders if e in history.values.index
+            and benches and all(e in v.get(b, {}) for v in vals.values() for b in benches)]
+    truth = history.values.loc[encs, [b for b in tier_benchmarks if b in history.values.columns]].dropna(axis=1)
+    if len(encs) < min_encoders or truth.empty:
+        return math.nan, encs
+    components = {n: r for n in vals if (r := score_ranks(vals[n], encs)) is not None}
+    if not components:
+        return math.nan, encs
+    prior = priors.combine(components).reindex(encs)
+    return kendall(-prior.to_numpy(float), -complete.mean_rank(truth.to_numpy(float))), encs
 
 
 def _headless(key: str, names: Sequence[str], need: Sequence[str], encoder: str) -> str:
