@@ -469,15 +469,17 @@ def test_the_stores_full_runs_of_encoders_outside_the_pool_are_the_history(tmp_p
 def test_a_prior_that_ranks_the_historys_encoders_better_than_the_proxy_seeds_agree_gives_the_ranking(
         tmp_path, capsys, monkeypatch):
     """The prior's reliability measured on the history: six other encoders' full runs and their k-NN scores stored
-    under the prior's protocol (an earlier call's pool). Their scores order them as their full runs do (τ 1.00 by
+    under the prior's protocol, computed beside another score (as gate-tier's scoring computes every score: a score
+    experiment's id leaves out which were computed). Their scores order them as their full runs do (τ 1.00 by
     hand: both increasing with the encoder's place); the two proxy seeds swap two of the pool's three encoders (τ
     1/3 between them, above the 0.2 at which disagreement alone hands over). The ranking is the prior's, and says
     why; without the prior's τ on the history (it was never measured) the proxy's was given."""
+    from gate.engine.validate import resolved_config
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
     from gate.ranking.scores import score_config
     from gate.ranking.stage import contexts
-    from gate.results import Record, ResultsStore
+    from gate.results import Record, ResultsStore, identity
     from gate.tiers.expand import expand_tier, load_tier
 
     tier, root = tier_with_stored_full_runs(tmp_path)
@@ -492,11 +494,13 @@ def test_a_prior_that_ranks_the_historys_encoders_better_than_the_proxy_seeds_ag
         adapter="linear_classifier", recipe="conv", seed=e.seed, split="test", metric="acc@1",
         value=0.3 + 0.05 * place[e.encoder], higher_is_better=True, config=e.config,
         facts={"wall_seconds": 100.0, "global_step": 200, "params": 1e7}) for e in plan.experiments])
+    scored = {e.encoder: score_config(plan, e, ["knn_acc", "logme"], compose_score) for e in plan.experiments
+              if e.seed == 0}
     store.append([Record(
-        experiment=score_config(plan, e, ["knn_acc"], compose_score)[1], kind="score", encoder=e.encoder,
-        dataset="digits", task="classification", adapter="", recipe="", seed=0, split="test", metric="knn_acc",
-        value=0.2 + 0.1 * place[e.encoder], higher_is_better=True, config={}, facts={"seconds": 1.0})
-        for e in plan.experiments if e.seed == 0])
+        experiment=sid, kind="score", encoder=enc, dataset="digits", task="classification", adapter="", recipe="",
+        seed=0, split="test", metric=metric, value=0.2 + 0.1 * place[enc], higher_is_better=True,
+        config=identity(resolved_config(cfg), "score"), facts={"seconds": 1.0})
+        for enc, (cfg, sid) in scored.items() for metric in ("knn_acc", "logme")])
 
     def prior(plan, benchmarks, names, **kw):  # the pool's own k-NN scores, 1 s a pass
         pool = list(plan.encoders)

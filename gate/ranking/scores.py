@@ -97,8 +97,9 @@ def score_config(plan: Any, exp: Any, wanted: Sequence[str], compose_score: Call
 def stored_scores(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *,
                   compose_score: Callable[[list[str]], Any], records: Sequence[Mapping[str, Any]]) -> Scores:
     """The prior's scores (``names``, but ``ncti``, a pool's) of ``plan``'s encoders that the store already holds
-    under the prior's protocol — an earlier gate-rank call scored them as its pool — read back, never computed:
-    ``{score: {benchmark: {encoder: value}}}``."""
+    under the prior's protocol, read back, never computed: ``{score: {benchmark: {encoder: value}}}``. A score
+    experiment's id leaves out which scores were computed (:data:`gate.results.RUN_ONLY_KEYS`), so gate-tier's
+    scoring (every score) and an earlier gate-rank call's prior (its own) are both found by it."""
     names = [n for n in names if n != "ncti"]
     wanted = _score_names(names)
     by_id: dict[str, dict[str, Mapping[str, Any]]] = {}
@@ -106,7 +107,7 @@ def stored_scores(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *,
         if r.get("kind") == "score":
             by_id.setdefault(str(r.get("experiment")), {})[str(r.get("metric"))] = r
     values: Scores = {n: {} for n in names}
-    if not wanted:
+    if not wanted or not by_id:
         return values
     for exp in scored_experiments(plan, benchmarks):
         rows = by_id.get(score_config(plan, exp, wanted, compose_score)[1], {})
