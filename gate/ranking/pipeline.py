@@ -200,7 +200,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     prior_tau = math.nan
     if prior_ran and history_plan is not None:
         prior_tau, rated = prior_history_tau(history, history_plan, list(entries), scored_benches, request.prior,
-                                             compose_score=compose_score, records=records,
+                                             list(static), compose_score=compose_score, records=records,
                                              min_encoders=select.MIN_HISTORY)
         if math.isfinite(prior_tau):
             ctx.echo(f"[gate] rank  the prior ranks the history's {len(rated)} encoders at τ {prior_tau:.2f} (their "

@@ -118,16 +118,17 @@ def stored_scores(plan: Any, benchmarks: Sequence[str], names: Sequence[str], *,
 
 
 def prior_history_tau(history: Any, history_plan: Any, tier_benchmarks: Sequence[str], scored: Sequence[str],
-                      names: Sequence[str], *, compose_score: Callable[[list[str]], Any],
+                      names: Sequence[str], static: Sequence[str], *, compose_score: Callable[[list[str]], Any],
                       records: Sequence[Mapping[str, Any]], min_encoders: int) -> tuple[float, list[str]]:
     """How well the prior ranks encoders whose full runs are known: the history's encoders (``history_plan``'s that
     the history holds) with every prior score stored on the ``scored`` benchmarks (:func:`stored_scores`), ranked
-    by the mean rank over those scores as the pool is, against their full runs' mean rank over the tier's benchmarks
-    the history holds for all of them. Kendall τ and those encoders; NaN with fewer than ``min_encoders``."""
+    as the pool is — the mean rank over those scores and the ``static`` facts the pool's prior took (parameters from
+    their runs' records, source top-1 from their configs), each where every one of them has it — against their full
+    runs' mean rank over the tier's benchmarks the history holds for all of them. Kendall τ and those encoders; NaN
+    with fewer than ``min_encoders``."""
     from gate.analysis.ranks import kendall
 
-    vals = {n: v for n, v in stored_scores(history_plan, scored, names, compose_score=compose_score,
-                                           records=records).items()}
+    vals = stored_scores(history_plan, scored, names, compose_score=compose_score, records=records)
     benches = [b for b in scored if any(b in v for v in vals.values())]
     encs = [e for e in history_plan.encoders if e in history.values.index
             and benches and all(e in v.get(b, {}) for v in vals.values() for b in benches)]
@@ -137,6 +138,13 @@ def prior_history_tau(history: Any, history_plan: Any, tier_benchmarks: Sequence
     components = {n: r for n in vals if (r := score_ranks(vals[n], encs)) is not None}
     if not components:
         return math.nan, encs
+    params: dict[str, float] = {}
+    for r in records:
+        facts = r.get("facts") or {}
+        if r.get("kind") == "finetune" and r.get("encoder") in encs and isinstance(facts.get("params"), (int, float)):
+            params.setdefault(str(r["encoder"]), float(facts["params"]))
+    configs = {e.encoder: e.config["encoder"] for e in history_plan.experiments}
+    components.update({f"static:{k}": v for k, v in static_rankings(static, encs, params, configs).items()})
     prior = priors.combine(components).reindex(encs)
     return kendall(-prior.to_numpy(float), -complete.mean_rank(truth.to_numpy(float))), encs
 
