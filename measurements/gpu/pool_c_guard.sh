@@ -6,12 +6,7 @@
 # seed 100 (registered), 101 and 102, and v1's rule with seed 100; copied to .gpu3/c3.sh for the run.
 t0=$(date +%s)
 PY=${PY:-python3}
-if [ -z "${SKIP_SETUP:-}" ]; then
-  [ -d /tmp/gate-site ] || { echo "the first call's install is gone (a fresh machine): stop"; exit 3; }
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/gate-site2 .gpu3/whl/*.whl 2>&1 | tail -2
-  [ -e gate/conf ] || ln -s ../conf gate/conf
-  export PYTHONPATH="$PWD:/tmp/gate-site:/tmp/gate-site2" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline
-fi
+. measurements/gpu/second_carry.sh .gpu3 "the first call"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1; git log --oneline -1 2>/dev/null
 R=$PWD/gate_outputs/rv_c; mkdir -p "$R/results"
 cp "${TRUTH:-.gpu3/c_truth.jsonl}" "$R/results/records.jsonl"

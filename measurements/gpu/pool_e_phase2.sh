@@ -5,12 +5,7 @@
 # truth's records; calls still running at DEADLINE are stopped and reported unfinished.
 t0=$(date +%s)
 PY=${PY:-python3}
-if [ -z "${SKIP_SETUP:-}" ]; then
-  [ -d /tmp/gate-site ] || { echo "phase 1's install is gone (a fresh machine): stop"; exit 3; }
-  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/gate-site2 .gpu2/whl/*.whl 2>&1 | tail -2
-  [ -e gate/conf ] || ln -s ../conf gate/conf
-  export PYTHONPATH="$PWD:/tmp/gate-site:/tmp/gate-site2" PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=offline
-fi
+. measurements/gpu/second_carry.sh .gpu2 "phase 1"
 R=$PWD/gate_outputs/rv_e
 $PY measurements/rank_validation.py --root "$R" --pool E --seeds 3 --truth-only --workers ${WORKERS:-8} ${TINY:-} > "$OUT/truth2.log" 2>&1
 echo "truth exit $? after $(( $(date +%s) - t0 )) s"; tail -1 "$OUT/truth2.log"
