@@ -36,13 +36,19 @@ def features_of(cfg: Mapping[str, Any], encoder: str, dataset: str, params: floa
                        int(data["batch_size"]))
 
 
-def encoder_params(plan: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Each encoder's parameter count: from a stored run's facts (the model it trained), else by building it."""
+def recorded_params(encoders: Sequence[str], records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The parameter count of each of ``encoders`` that a stored fine-tuning run recorded (the model it trained)."""
     out: dict[str, float] = {}
     for r in records:
         facts = r.get("facts") or {}
-        if r.get("kind") == "finetune" and r.get("encoder") in plan.encoders and isinstance(facts.get("params"), (int, float)):
+        if r.get("kind") == "finetune" and r.get("encoder") in encoders and isinstance(facts.get("params"), (int, float)):
             out.setdefault(str(r["encoder"]), float(facts["params"]))
+    return out
+
+
+def encoder_params(plan: Any, records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Each encoder's parameter count: from a stored run's facts (:func:`recorded_params`), else by building it."""
+    out = recorded_params(plan.encoders, records)
     for enc in plan.encoders:
         if enc in out:
             continue

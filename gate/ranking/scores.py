@@ -127,6 +127,7 @@ def prior_history_tau(history: Any, history_plan: Any, tier_benchmarks: Sequence
     runs' mean rank over the tier's benchmarks the history holds for all of them. Kendall τ and those encoders; NaN
     with fewer than ``min_encoders``."""
     from gate.analysis.ranks import kendall
+    from gate.ranking.pricing import recorded_params
 
     vals = stored_scores(history_plan, scored, names, compose_score=compose_score, records=records)
     benches = [b for b in scored if any(b in v for v in vals.values())]
@@ -138,13 +139,9 @@ def prior_history_tau(history: Any, history_plan: Any, tier_benchmarks: Sequence
     components = {n: r for n in vals if (r := score_ranks(vals[n], encs)) is not None}
     if not components:
         return math.nan, encs
-    params: dict[str, float] = {}
-    for r in records:
-        facts = r.get("facts") or {}
-        if r.get("kind") == "finetune" and r.get("encoder") in encs and isinstance(facts.get("params"), (int, float)):
-            params.setdefault(str(r["encoder"]), float(facts["params"]))
     configs = {e.encoder: e.config["encoder"] for e in history_plan.experiments}
-    components.update({f"static:{k}": v for k, v in static_rankings(static, encs, params, configs).items()})
+    components.update({f"static:{k}": v for k, v in static_rankings(static, encs, recorded_params(encs, records),
+                                                                     configs).items()})
     prior = priors.combine(components).reindex(encs)
     return kendall(-prior.to_numpy(float), -complete.mean_rank(truth.to_numpy(float))), encs
 
