@@ -702,6 +702,8 @@ RANK = Section("a gate-rank setting", {
     "proxy_seeds": Setting("int_list", low=0, high=SEED_MAX, min_items=1, unique=True,
                            expect=f"a non-empty list of distinct seeds in [0, {SEED_MAX}], outside the tier's"),
     "run_fraction": Float(0.0, 1.0, low_open=True, expect="a fraction of a full run's steps, 0 < run_fraction <= 1"),
+    "halving": Choice("contested", nullable=True, null_means="one run per encoder per block, no second allocation",
+                      meaning="half the budget first, the rest to the encoders of the least settled pairs"),
     "prior": Setting("str_list", unique=True, meaning="zero-training scores of the prior"),
     "static": Choice(AUTO, alt=(Setting("str_list", unique=True),),
                      expect="auto (params, and source_top1 where every encoder of the pool declares it) or a list of "

@@ -67,7 +67,7 @@ def rank_in_process(monkeypatch, capsys, args):
     (["seed=3"], "seed was replaced by proxy_seeds"),
     (["cost_probe_steps=4"], "cost_probe_steps was replaced by the cost model"),
     (["overhead_steps=2"], "overhead_steps was replaced by the cost model's fixed seconds per run"),
-    (["max_rungs=2"], "max_rungs was replaced by nothing: successive halving was removed"),
+    (["max_rungs=2"], "max_rungs was replaced by halving=contested (v1's successive halving over every encoder was removed"),
     (["encoder=resnet18_scratch,minilm,efficientnet_lite0", "static=[source_top1]"],
      "static=[source_top1]: encoder(s) minilm declare no source_top1"),
 ])
@@ -531,3 +531,57 @@ def test_a_prior_that_ranks_the_historys_encoders_better_than_the_proxy_seeds_ag
     assert "the prior ranks the history's 6 encoders at τ 0.60" in out.stdout, out.stdout[-3000:]
     assert ("predicted ranking on tier tiny (prior's: the proxy seeds agree at τ 0.33, below the prior's τ 0.60 on "
             "the history's encoders)") in out.stdout, out.stdout[-3000:]
+
+
+def test_halving_contested_lengthens_the_runs_of_the_least_settled_pair_and_ranks_by_them(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """halving=contested at budget 0.5 of the stored full tier (900 s): the first allocation, planned in half of it,
+    is one block of three 132-step runs. Their 80 % intervals: lite0 [0.85, 0.95] lies above both others, whose
+    intervals overlap (resnet18 [0.50, 0.70], vit_tiny [0.48, 0.68]): by hand, lite0's pairs are settled (certainty
+    1), resnet18–vit_tiny not (0). Only those two get longer runs, 198 steps (2 × 132 on the 33-step validation
+    interval, under the full 200), which settle them the other way round (vit_tiny 0.70 above resnet18 0.62): the
+    ranking follows the longer runs, the shorter two are listed as superseded, and the call stays within budget."""
+    from gate.cli import rank
+    from gate.ranking import pipeline
+    from gate.ranking.proxy import ProxyRun
+
+    tier, root = tier_with_stored_full_runs(tmp_path)
+    short = {"resnet18_scratch": (0.60, 0.50, 0.70), "vit_tiny_scratch": (0.58, 0.48, 0.68),
+             "efficientnet_lite0": (0.90, 0.85, 0.95)}
+    longer = {"resnet18_scratch": (0.62, 0.60, 0.64), "vit_tiny_scratch": (0.70, 0.68, 0.72)}
+    made = []
+
+    def block(block, experiments, ctx, *, full_steps, planned, order):
+        for enc in order:
+            value, lo, hi = (short if block.steps < 198 else longer)[enc]
+            made.append((enc, block.steps))
+            vals = block.steps // block.val_every
+            yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.steps}{enc}", "acc@1", True,
+                           value, value, lo, hi, "ensemble", planned[enc], planned[enc], False,
+                           {"wall_seconds": planned[enc], "global_step": block.steps, "validations": vals})
+
+    monkeypatch.setattr(pipeline, "run_block", block)
+    out = call_cli(rank.main, [f"tier={tier}", POOL, f"paths.root={root}", "budget=0.5", "baseline_scores=[]",
+                               "prior=[]", "history=[store]", "proxy_seeds=[100]", "n_boot=5", "use_full_runs=false",
+                               "static=[params]", "halving=contested"], capsys, prog="gate-rank")
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert "halving=contested: the first allocation is planned in 0.5 of the budget" in out.stdout
+    assert "digits (132 of 200 steps)" in out.stdout, out.stdout[-3000:]
+    assert sorted(made) == sorted([("resnet18_scratch", 132), ("vit_tiny_scratch", 132), ("efficientnet_lite0", 132),
+                                   ("resnet18_scratch", 198), ("vit_tiny_scratch", 198)])
+    assert "least settled pairs resnet18_scratch–vit_tiny_scratch 0.00; longer runs of " in out.stdout
+    report = next((root / "reports").glob("rank-tiny-*"))
+    contested = pd.read_csv(report / "contested.csv")
+    assert list(contested["certainty"]) == [0.0, 1.0, 1.0]
+    assert list(contested["lengthened"]) == [True, True, True]  # every pair has a lengthened encoder
+    ranking = pd.read_csv(report / "tier_ranking.csv", index_col=0)
+    assert list(ranking.index) == ["efficientnet_lite0", "vit_tiny_scratch", "resnet18_scratch"]
+    predictions = pd.read_csv(report / "predictions.csv")
+    sources = predictions.groupby(["encoder", "steps"])["source"].first().to_dict()
+    assert sources == {("efficientnet_lite0", 132): "observed", ("resnet18_scratch", 132): "superseded",
+                       ("vit_tiny_scratch", 132): "superseded", ("resnet18_scratch", 198): "observed",
+                       ("vit_tiny_scratch", 198): "observed"}
+    ledger = json.loads((report / "ledger.json").read_text())
+    assert len([k for k in ledger["items"] if k.startswith("run ")]) == 5
+    assert ledger["fraction"] <= 0.5 and "OVER THE BUDGET" not in out.stdout
+    assert "[gate] halving: least settled pairs" in out.stdout and "2 longer run(s)" in out.stdout

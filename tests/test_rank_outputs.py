@@ -30,7 +30,8 @@ TIER = {"name": "pair", "seeds": [0, 1], "score": False,
 
 # One other value of every setting of the request that is part of its identity.
 CHANGED = {
-    "budget": 0.2, "proxy_benchmarks": None, "run_fraction": 0.5, "history": ["store"], "min_per_family": 0,
+    "budget": 0.2, "proxy_benchmarks": None, "run_fraction": 0.5, "halving": "contested", "history": ["store"],
+    "min_per_family": 0,
     "val_points": 3, "prior": ["logme"], "static": [], "baseline_scores": ["logme"], "use_full_runs": False,
     "validate": False, "n_boot": 50,
     # these change the plan: expanded again

@@ -599,3 +599,31 @@ def test_an_earlier_calls_stored_runs_judge_a_benchmark_before_planning_only_whe
     assert stored_no_skill(records, ["a", "b", "c"], ["speed"], [100], {"speed": 32}) == {}
     assert stored_no_skill(records, ["a", "b", "c", "d"], ["speed"], [100], {"speed": 24}) == {}
     assert stored_no_skill([*records[:2], record("c", 0.2)], ["a", "b", "c"], ["speed"], [100], {"speed": 24}) == {}
+
+
+def test_halving_judges_each_pair_by_the_net_share_of_blocks_settling_it_and_lengthens_what_fits():
+    """By hand: two blocks (seeds 1, 2) of a, b, c. a's interval lies above b's and c's in both (certainty 1);
+    b–c overlap in seed 1 ([0.50, 0.60] and [0.55, 0.70]) and b lies above c in seed 2: net 1 of 2 blocks, 0.5. A
+    lower-is-better metric is turned round (an MAE of [0.1, 0.2] lies above one of [0.3, 0.4]). The longer run:
+    twice the steps on the same validation interval, under the full run's; the least settled pair's encoders are
+    lengthened only when both fit, and a settled pair adds nothing."""
+    from gate.ranking import halving
+    from gate.ranking.proxy import ProxyRun
+
+    def run(enc, seed, lo, hi, higher=True):
+        return ProxyRun(enc, "x", seed, 64, f"{enc}{seed}", "acc@1" if higher else "mae", higher, (lo + hi) / 2,
+                        (lo + hi) / 2, lo, hi, "ensemble", 1.0, 1.0, False, {})
+
+    runs = [run("a", 1, 0.8, 0.9), run("b", 1, 0.5, 0.6), run("c", 1, 0.55, 0.7),
+            run("a", 2, 0.8, 0.9), run("b", 2, 0.71, 0.75), run("c", 2, 0.3, 0.4)]
+    ranked = halving.contests(runs, ["a", "b", "c"])
+    assert [(c.a, c.b, c.certainty, c.blocks) for c in ranked] == [("b", "c", 0.5, 2), ("a", "b", 1.0, 2),
+                                                                     ("a", "c", 1.0, 2)]
+    mae = halving.contests([run("a", 1, 0.1, 0.2, False), run("b", 1, 0.3, 0.4, False),
+                            run("c", 1, 0.15, 0.35, False)], ["a", "b", "c"])
+    assert {(c.a, c.b): c.certainty for c in mae} == {("a", "b"): 1.0, ("a", "c"): 0.0, ("b", "c"): 0.0}
+    assert halving.longer_steps(132, 33, 200) == 198 and halving.longer_steps(64, 16, 100) == 96
+    assert halving.longer_steps(96, 16, 100) is None  # the full run's 100 steps hold no longer run on 16
+    price = {"a": 5.0, "b": 10.0, "c": 50.0}.get
+    assert halving.choose(ranked, price, 40.0) == ([], 0.0)  # b and c together do not fit; a's pairs are settled
+    assert halving.choose(ranked, price, 70.0) == (["b", "c"], 60.0)

@@ -495,7 +495,7 @@ def test_no_isinstance_validation_chain_outside_the_schema():
 RANK_CASES = [
     ({"budget": "cheap"}, "budget='cheap' is invalid: expected a fraction of the full tier's compute"),
     ({"budget": 2.0}, "budget=2.0 is invalid"),
-    ({"eta": 2}, "eta was replaced by nothing: successive halving was removed"),
+    ({"eta": 2}, "eta was replaced by halving=contested (v1's successive halving over every encoder was removed"),
     ({"n_boot": -1}, "n_boot=-1 is invalid: must be >= 0"),
     ({"overhead_steps": 2}, "overhead_steps was replaced by the cost model's fixed seconds per run"),
     ({"seed": 3}, "seed was replaced by proxy_seeds"),

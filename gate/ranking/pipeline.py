@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from gate.families import family
-from gate.ranking import complete, select
+from gate.ranking import complete, halving, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
 from gate.ranking.budget import OVERRUN_TOLERANCE, Ledger, minutes, shown
@@ -77,6 +77,8 @@ class RankResult:
     truth: History | None = None
     unlearnt: dict[str, str] = dataclasses.field(default_factory=dict)  # benchmark → why its runs rank nothing
     stopped: dict[str, str] = dataclasses.field(default_factory=dict)   # "bench seed s" → why its block stopped short
+    contests: list[halving.Contest] = dataclasses.field(default_factory=list)  # halving=contested: the pairs judged
+    extended: list[str] = dataclasses.field(default_factory=list)  # ... and the encoders given longer runs
     validation: pd.DataFrame | None = None
     ceiling: dict[str, Any] = dataclasses.field(default_factory=dict)
     paired: pd.DataFrame | None = None
@@ -136,6 +138,8 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     full_seconds = prices.predict_full()
     ledger.planned_full = full_seconds
     budget_seconds = request.budget * full_seconds
+    # halving=contested: the first allocation in a share of the budget, the rest to the least settled pairs
+    share = halving.FIRST_SHARE if request.halving == "contested" else 1.0
     scored_benches = [b for b in entries if family(prices.exp(b, pool[0]).config["dataset"].get("task")).transferability]
     prior_seconds = (_prior_seconds(records, pool, scored_benches, _score_names(request.prior))
                      if request.prior and scored_benches else 0.0)
@@ -156,13 +160,24 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                          {b: math.inf if b in unlearnt else c for b, c in cost.items()}, affordable, n_boot=0)
         return dataclasses.replace(sel, chosen=tuple(b for b in sel.chosen if b not in unlearnt))
 
+    def first_plan(seconds: float) -> planning.Plan:
+        return planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
+                                  run_fraction=request.run_fraction, val_points=request.val_points,
+                                  budget_seconds=seconds, full_seconds=full_seconds, block_seconds=block_seconds,
+                                  choose=choose, prior_seconds=prior_seconds,
+                                  with_prior=bool(request.prior and scored_benches), prefer=prefer,
+                                  block_bound=block_bound)
+
     if candidates:
-        the_plan = planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
-                                      run_fraction=request.run_fraction, val_points=request.val_points,
-                                      budget_seconds=budget_seconds, full_seconds=full_seconds,
-                                      block_seconds=block_seconds, choose=choose, prior_seconds=prior_seconds,
-                                      with_prior=bool(request.prior and scored_benches), prefer=prefer,
-                                      block_bound=block_bound)
+        the_plan = first_plan(share * budget_seconds)
+        if share < 1 and the_plan.kind != "proxy":
+            share, the_plan = 1.0, first_plan(budget_seconds)
+            ctx.echo(f"[gate] plan: halving=contested: no proxy run fits {halving.FIRST_SHARE:g} of the budget, so "
+                     f"the whole budget is planned at once (no second allocation)", flush=True)
+        elif share < 1:
+            ctx.echo(f"[gate] plan: halving=contested: the first allocation is planned in {halving.FIRST_SHARE:g} of "
+                     f"the budget; the rest goes to the encoders of the pairs its blocks leave least settled",
+                     flush=True)
     else:
         the_plan = planning.Plan("proxy", (), (), (), 0.0, 0.0, 0.0, budget_seconds, full_seconds,
                                  "every benchmark is ranked by its stored full runs")
@@ -252,7 +267,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         full_now = ledger.full_seconds or full_seconds
         return planning.make_plan(candidates=candidates, full_steps=full_steps, proxy_seeds=request.proxy_seeds,
                                   run_fraction=fraction, val_points=request.val_points,
-                                  budget_seconds=request.budget * full_now - (ledger.spent_seconds or 0.0),
+                                  budget_seconds=share * request.budget * full_now - (ledger.spent_seconds or 0.0),
                                   full_seconds=full_now, block_seconds=block_seconds, choose=choose,
                                   prior_seconds=0.0, with_prior=False, done=done_pairs, block_bound=block_bound)
 
@@ -269,13 +284,24 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     # the ranking: every run but those of a benchmark no encoder learnt and of a block stopped short (their values
     # are listed, not ranked)
     ranked_runs = [r for r in runs if r.benchmark not in unlearnt and (r.seed, r.benchmark) not in stopped]
+    contests: list[halving.Contest] = []
+    extended: list[str] = []
+    superseded: set[int] = set()  # id() of the shorter runs a longer run replaced
+    if share < 1 and ranked_runs:
+        contests, extended, longer = extend_contested(ranked_runs, pool, done, entries, ctx, prices, ledger,
+                                                      request.budget)
+        replaced = {(r.encoder, r.seed, r.benchmark) for r in longer}
+        superseded = {id(r) for r in ranked_runs if (r.encoder, r.seed, r.benchmark) in replaced}
+        ranked_runs = [r for r in ranked_runs if id(r) not in superseded] + longer
+        runs.extend(longer)
     predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(ranked_runs, pool, candidates, full_ranked,
                                                                     truth_pool, history, selection, done)
     if len(ranked_runs) < len(runs):
         predictions = pd.concat([predictions, pd.DataFrame([
             {"encoder": r.encoder, "benchmark": r.benchmark, "seed": r.seed, "value": r.value, "lo": r.lo, "hi": r.hi,
-             "source": "no skill" if r.benchmark in unlearnt else "stopped", "method": r.method, "steps": r.steps,
-             "best": r.best} for r in runs if r not in ranked_runs])], ignore_index=True)
+             "source": "superseded" if id(r) in superseded else "no skill" if r.benchmark in unlearnt else "stopped",
+             "method": r.method, "steps": r.steps, "best": r.best} for r in runs if r not in ranked_runs])],
+            ignore_index=True)
     history_tau = selection.tau if selection is not None else math.nan
     seed_rankings = [seeds_table[c] for c in seeds_table.columns]
     decision = priors.decide(proxy_ran=bool(ranked_runs) or bool(full_ranked),
@@ -304,12 +330,59 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
                  flush=True)
     result = RankResult(tier_ranking, decision.source, decision.why, the_plan, selection, runs, predictions,
                         seeds_table, prior_ranking, static, scores, degenerate, ledger, dropped, full_ranked, truth_pool,
-                        dict(unlearnt), {f"{b} seed {s}": why for (s, b), why in stopped.items()})
+                        dict(unlearnt), {f"{b} seed {s}": why for (s, b), why in stopped.items()},
+                        contests=contests, extended=extended)
     if request.validate and complete_truth and len(truth_pool.values.dropna().index) == len(pool):
         validated = [b for b in complete_truth if b in candidates] or complete_truth
         result.validation, result.ceiling, result.paired = validate(result, truth_pool, validated, pool, request,
                                                                     plan, compose_score, run_score, ctx)
     return result
+
+
+def extend_contested(ranked_runs: Sequence[ProxyRun], pool: Sequence[str], done: Sequence[planning.Block],
+                     entries: Mapping[str, Any], ctx: ProxyContext, prices: Prices, ledger: Ledger, budget: float
+                     ) -> tuple[list[halving.Contest], list[str], list[ProxyRun]]:
+    """halving=contested's second allocation (:mod:`gate.ranking.halving`): the pairs judged on the blocks ranked,
+    the encoders of the least settled ones whose longer runs fit what is left of the budget (priced as a plan
+    prices a block: with the margin, at the speed measured), and those runs, made one at a time while the budget
+    holds them at the speed measured (the seconds of a run once started count whole)."""
+    contests = halving.contests(ranked_runs, pool)
+    every = {(d.seed, d.benchmark): d.val_every for d in done}
+    todo: dict[str, list[planning.Block]] = {}
+    for r in ranked_runs:
+        steps = halving.longer_steps(r.steps, every[(r.seed, r.benchmark)], prices.full_steps[r.benchmark])
+        if steps is not None:
+            todo.setdefault(r.encoder, []).append(planning.Block(r.seed, r.benchmark, steps,
+                                                                 every[(r.seed, r.benchmark)], 0.0))
+
+    def price(enc: str) -> float | None:
+        return (sum(prices.run_seconds(b.benchmark, enc, b.steps, b.val_every, bound=True) for b in todo[enc])
+                if enc in todo else None)
+
+    left = budget * prices.predict_full() - (ledger.spent_seconds or 0.0)
+    chosen, bound = halving.choose(contests, price, left)
+    planned = {(enc, b): prices.run_seconds(b.benchmark, enc, b.steps, b.val_every) for enc in chosen for b in todo[enc]}
+    ctx.echo(f"[gate] rank  halving: least settled pairs {halving.contest_line(contests)}; "
+             + (f"longer runs of {', '.join(chosen)} ({len(planned)} run(s), {minutes(bound)} with the margin, of "
+                f"{minutes(left)} left)" if chosen else
+                f"no contested encoder's longer runs fit the {minutes(left)} left" if any(
+                    c.certainty < 1 for c in contests) else "every pair is settled: nothing to lengthen"), flush=True)
+    ledger.planned_total += sum(planned.values())
+    longer: list[ProxyRun] = []
+    for (enc, block), seconds in planned.items():
+        ahead = seconds * prices.speed
+        if (ledger.spent_seconds or 0.0) + ahead > budget * (1 + OVERRUN_TOLERANCE) * prices.predict_full():
+            ctx.echo(f"[gate] rank  halving stopped before {enc}'s {block.benchmark} seed {block.seed}: at the speed "
+                     f"measured it would pass the budget", flush=True)
+            break
+        experiments = entries[block.benchmark][block.seed]
+        for r in run_block(block, experiments, ctx, full_steps=prices.full_steps[block.benchmark],
+                           planned={enc: seconds}, order=[enc]):
+            ledger.plan(f"run {r.experiment}", r.planned)
+            ledger.spend(f"run {r.experiment}", r.seconds)
+            prices.observe(r, experiments[enc], block)
+            longer.append(r)
+    return contests, chosen, longer
 
 
 def _stored_proxy_records(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Iterable[str],
@@ -529,6 +602,18 @@ def benchmarks_run_line(result: RankResult) -> str | None:
             f"{'used' if sel.use_completion else 'not used'})")
 
 
+def halving_line(result: RankResult) -> str | None:
+    """halving=contested's second allocation in one line (None: the call made none)."""
+    if not result.contests:
+        return None
+    longer = [r for r in result.runs if r.encoder in result.extended and any(
+        o.encoder == r.encoder and o.seed == r.seed and o.benchmark == r.benchmark and o.steps < r.steps
+        for o in result.runs)]
+    return (f"[gate] halving: least settled pairs {halving.contest_line(result.contests)}; "
+            + (f"{len(longer)} longer run(s) of {', '.join(result.extended)} replaced their shorter ones"
+               if result.extended else "no run lengthened"))
+
+
 def rule_line(result: RankResult) -> str | None:
     """Where the selection fell back to its stated rule (no usable history), what that rule cannot see and how to
     choose instead (None otherwise): on pool C it ran a benchmark no encoder learns at that length (docs/ranking.md);
@@ -544,8 +629,8 @@ def rule_line(result: RankResult) -> str | None:
 
 
 def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
-    """The tables: selection.csv, predictions.csv, tier_ranking.csv, seeds.csv, cost.csv, ledger.json and, with a
-    validation, validation.csv, ceiling.json and paired.csv."""
+    """The tables: selection.csv, predictions.csv, tier_ranking.csv, seeds.csv, cost.csv, ledger.json, with
+    halving=contested contested.csv and, with a validation, validation.csv, ceiling.json and paired.csv."""
     out.mkdir(parents=True, exist_ok=True)
     files: dict[str, Path] = {}
     sel = result.selection
@@ -570,6 +655,11 @@ def write_outputs(result: RankResult, out: Path) -> dict[str, Path]:
                   for k in dict.fromkeys([*result.ledger.planned, *result.ledger.spent])]).to_csv(files["cost"], index=False)
     files["ledger"] = out / "ledger.json"
     files["ledger"].write_text(json.dumps(result.ledger.to_json(), indent=1, allow_nan=False))
+    if result.contests:
+        files["contested"] = out / "contested.csv"
+        pd.DataFrame([{"encoder_a": c.a, "encoder_b": c.b, "certainty": c.certainty, "blocks": c.blocks,
+                       "lengthened": c.a in result.extended or c.b in result.extended}
+                      for c in result.contests]).to_csv(files["contested"], index=False)
     if result.validation is not None:
         files["validation"] = out / "validation.csv"
         result.validation.to_csv(files["validation"], index=False)

@@ -4,6 +4,7 @@ paired comparisons."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 from pathlib import Path
@@ -14,7 +15,7 @@ import pandas as pd
 
 from gate.ranking import prior as priors
 from gate.ranking.budget import minutes, shown
-from gate.ranking.pipeline import RankResult, predicted_footnote, selection_rows
+from gate.ranking.pipeline import RankResult, halving_line, predicted_footnote, selection_rows
 
 CSS = """body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1200px;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}
@@ -63,12 +64,16 @@ def write_report(result: RankResult, plan: Any, request: Any, out: Path) -> Path
         parts.append(f"<h2>Proxy seeds</h2><p class=note>Pairwise τ {shown(priors.agreement(cols), '.2f')}, Kendall's W "
                      f"{shown(priors.kendalls_w(cols), '.2f')}.</p>"
                      + _table(result.seeds.reset_index().rename(columns={"index": "encoder"}), ".2f"))
+    if result.contests:
+        parts.append(f"<h2>Halving (contested)</h2><p class=note>{html.escape(halving_line(result) or '')}: a pair's "
+                     "certainty is the net share of blocks in which one encoder's interval lies wholly above the "
+                     "other's.</p>" + _table(pd.DataFrame([dataclasses.asdict(c) for c in result.contests]), ".2f"))
     if not result.predictions.empty:
         parts.append("<h2>Values behind it</h2><p class=note>source: observed (a proxy run, its curve extrapolated to "
                      "the full steps), completed (predicted from the run benchmarks by the history), fallback (outside "
                      "the history's range), full (stored full runs), prior, no skill (a benchmark no encoder learnt: "
                      "listed, not ranked), stopped (a block the budget stopped before its last run: listed, not "
-                     "ranked).</p>" + _table(result.predictions))
+                     "ranked), superseded (a shorter run a contested encoder's longer run replaced).</p>" + _table(result.predictions))
     if result.validation is not None:
         c = result.ceiling
         parts.append(f"<h2>Predicted vs full</h2><p class=note>Ceiling (each truth seed alone vs the mean of the "

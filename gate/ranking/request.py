@@ -16,14 +16,16 @@ from gate.settings import AUTO, yaml_defaults
 
 MIN_ENCODERS = 3
 POOL_SCORES = ("ncti",)  # scores defined over a pool from per-encoder terms (gate.transferability.collapse.ncti)
+_HALVING = ("halving=contested (v1's successive halving over every encoder was removed: it ranked worst, "
+            "docs/ranking.md; contested lengthens only the runs of the least settled pairs)")
 #: gate-rank v1's keys, refused naming what replaced them.
 RETIRED = {
     "seed": "proxy_seeds (a list of seeds outside the tier's; the proxy runs each and ranks by their mean)",
     "cost_probe_steps": "the cost model (gate/ranking/cost.py): costs are predicted from the store's records, never "
                         "timed by a probe",
     "overhead_steps": "the cost model's fixed seconds per run, fitted on the store's records",
-    "eta": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
-    "max_rungs": "nothing: successive halving was removed (one run per encoder ranked better, docs/ranking.md)",
+    "eta": _HALVING,
+    "max_rungs": _HALVING,
     "scores": "prior (the zero-training scores that order the first allocation and are the fallback)",
     "proxy_without_scores": "nothing: the prior no longer seeds a run; validation compares it as a baseline",
 }
@@ -60,6 +62,7 @@ class Request:
     val_points: int = _RANK_YAML["val_points"]
     proxy_seeds: tuple[int, ...] = _as_tuple(_RANK_YAML["proxy_seeds"])
     run_fraction: float = _RANK_YAML["run_fraction"]
+    halving: str | None = _RANK_YAML["halving"]  # contested | None
     prior: tuple[str, ...] = _as_tuple(_RANK_YAML["prior"])
     static: str | tuple[str, ...] = _as_tuple(_RANK_YAML["static"])  # auto | names
     baseline_scores: tuple[str, ...] = _as_tuple(_RANK_YAML["baseline_scores"])

@@ -92,14 +92,21 @@ def rank(call: RankCall, echo: Callable[..., None] = print) -> RankRun:
 
 def print_result(run: RankRun, prepared: Prepared) -> None:
     from gate.ranking.budget import shown
-    from gate.ranking.pipeline import benchmarks_run_line, compute_line, predicted_footnote, rule_line, seed_agreement_line
+    from gate.ranking.pipeline import (
+        benchmarks_run_line,
+        compute_line,
+        halving_line,
+        predicted_footnote,
+        rule_line,
+        seed_agreement_line,
+    )
 
     result = run.result
     print(f"[gate] predicted ranking on tier {prepared.plan.tier.name} ({result.source}'s: {result.why}):")
     for enc, row in result.tier_ranking.iterrows():
         print(f"  {int(row['rank']):>2}. {enc:<24} mean rank {row['mean_rank']:.2f}†")
     print(f"  {predicted_footnote(result)}")
-    for line in (benchmarks_run_line(result), rule_line(result)):
+    for line in (benchmarks_run_line(result), rule_line(result), halving_line(result)):
         if line is not None:
             print(line)
     print(seed_agreement_line(result))
