@@ -67,7 +67,9 @@ def rank_in_process(monkeypatch, capsys, args):
     (["seed=3"], "seed was replaced by proxy_seeds"),
     (["cost_probe_steps=4"], "cost_probe_steps was replaced by the cost model"),
     (["overhead_steps=2"], "overhead_steps was replaced by the cost model's fixed seconds per run"),
-    (["max_rungs=2"], "max_rungs was replaced by halving=contested (v1's successive halving over every encoder was removed"),
+    (["max_rungs=2"], "max_rungs was replaced by halving=contested (v1's successive halving over every encoder was "
+                      "removed"),
+    (["halving=always"], "halving='always' is invalid"),
     (["encoder=resnet18_scratch,minilm,efficientnet_lite0", "static=[source_top1]"],
      "static=[source_top1]: encoder(s) minilm declare no source_top1"),
 ])
