@@ -28,6 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from .. import metrics
+from ..data.resumable import ResumableLoader
 from ..encoders.base import EncoderOutput, GATEEncoder
 
 if TYPE_CHECKING:  # the metrics are built when a run evaluates: torchmetrics takes seconds to import
@@ -177,10 +178,11 @@ class Adapter(nn.Module, abc.ABC):
         # a generator of its own for every split: an unshuffled loader without one still draws its base seed from the
         # global stream on every pass, so a run that validates more often trained on other random numbers (a
         # shorter run was not the prefix of a longer one)
+        # (training: a loader that a run resumed mid-epoch continues where it stopped)
         generator = torch.Generator().manual_seed(seed)
-        return DataLoader(data, batch_size=batch_size, shuffle=shuffle, generator=generator,
-                          num_workers=num_workers, persistent_workers=num_workers > 0, collate_fn=collate_fn,
-                          pin_memory=pin_memory)
+        return (ResumableLoader if shuffle else DataLoader)(
+            data, batch_size=batch_size, shuffle=shuffle, generator=generator, num_workers=num_workers,
+            persistent_workers=num_workers > 0, collate_fn=collate_fn, pin_memory=pin_memory)
 
     # ------------------------------------------------------------------------------------ compatibility
     def check_compatible(self, spec, encoder: GATEEncoder) -> None:

@@ -49,6 +49,7 @@ from torch import nn
 from torch.nn import functional as F
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from ..data.resumable import ResumableLoader
 from ..settings import Bool, Int, ordered
 from .base import Adapter, in_float32
 
@@ -307,6 +308,7 @@ class ProtoNet(Adapter):
             seeds: Sampler[int] | list[int] = FreshSeeds(self.train_episodes, seed)
         else:
             seeds = eval_seeds(self.val_episodes if split == "val" else self.test_episodes, self.eval_seed, split)
-        return DataLoader(EpisodeDataset(data, sampler, collate_fn=collate_fn), batch_size=None, sampler=seeds,
+        return (ResumableLoader if shuffle else DataLoader)(
+            EpisodeDataset(data, sampler, collate_fn=collate_fn), batch_size=None, sampler=seeds,
                           num_workers=num_workers, persistent_workers=num_workers > 0, pin_memory=pin_memory,
                           generator=torch.Generator().manual_seed(seed))  # no draw from the global stream

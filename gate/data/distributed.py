@@ -103,15 +103,16 @@ def shard_loader(loader: DataLoader, rank: int, world: int, *, train: bool, spli
                   timeout=loader.timeout,
                   # the same generator: DataLoader draws its workers' base seed from it before the sampler draws
                   generator=loader.generator)
+    kind = type(loader)  # a training loader stays resumable (gate.data.resumable)
     if loader.batch_sampler is not None and splittable:
         batches = SlicedBatches(loader.batch_sampler, rank, world, train)
-        sharded = DataLoader(loader.dataset, batch_sampler=batches, **common)
+        sharded = kind(loader.dataset, batch_sampler=batches, **common)
     elif loader.batch_sampler is not None:
-        sharded = DataLoader(loader.dataset, batch_sampler=RoundRobinBatches(loader.batch_sampler, rank, world, train),
-                             **common)
+        sharded = kind(loader.dataset, batch_sampler=RoundRobinBatches(loader.batch_sampler, rank, world, train),
+                       **common)
     else:
-        sharded = DataLoader(loader.dataset, batch_size=None, sampler=RoundRobinBatches(loader.sampler, rank, world, train),
-                             **common)
+        sharded = kind(loader.dataset, batch_size=None, sampler=RoundRobinBatches(loader.sampler, rank, world, train),
+                       **common)
     if len(sharded) == 0:
         total = len(loader)
         raise GateError(f"the {what} has {total} batch(es), too few to give each of {world} processes one "

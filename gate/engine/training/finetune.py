@@ -148,7 +148,11 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     # Before testing (loading a checkpoint restores callback state). Rank 0 ranks; the others test its pick: every
     # rank's callback saw the same reduced val metric, and the broadcast makes "the same" exact, ties included.
     ranked = trainer.strategy.broadcast(ranked_checkpoints(checkpoints), src=0)
-    best_val = checkpoints.best_model_score
+    # the best of every validation the run made (its curve survives a resume); the checkpoint callback forgets the
+    # validations of a checkpoint written in another directory (gate-rank's longer run continuing a shorter one)
+    values = [v for _, v in facts.curve]
+    best_val = ((max if adapter.monitor_mode == "max" else min)(values) if values
+                else checkpoints.best_model_score)
     if not ranked:
         raise RuntimeError(f"experiment {exp}: no validation checkpoint was saved; set trainer.val_check_interval "
                            f"<= trainer.max_steps ({run.trainer.max_steps})")

@@ -150,6 +150,9 @@ def build_trainer(trainer_cfg: dict[str, Any], callbacks: list, logger,
     if logger:
         callbacks.append(LearningRateMonitor(logging_interval="step"))
     from .checkpoints import SafeCheckpointIO
+    from .random_states import RandomStates
+
+    callbacks.append(RandomStates())  # a resumed run draws what the uninterrupted run drew after its checkpoint
 
     # every checkpoint Lightning reads or writes goes through gate's (data-only loads; whole writes)
     kwargs["plugins"] = [*_as_list(kwargs.get("plugins")), SafeCheckpointIO()]
