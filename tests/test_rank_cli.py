@@ -195,7 +195,7 @@ def test_a_machine_twice_as_slow_as_the_cold_start_stays_within_the_budget(tmp_p
     from gate.ranking.pricing import run_features
     from gate.ranking.proxy import ProxyRun
 
-    def slow_block(block, experiments, ctx, *, full_steps, planned, order):
+    def slow_block(block, experiments, ctx, *, full_steps, planned, order, **_):
         out = []
         for enc in order:
             cold = CostModel().predict(run_features(experiments[enc], 1e7))  # the cold start's parts
@@ -273,7 +273,7 @@ def test_a_loaded_machine_stops_a_block_the_stored_quiet_runs_priced_and_stays_w
 
     tier, root = tier_with_stored_full_runs(tmp_path)
 
-    def loaded_block(block, experiments, ctx, *, full_steps, planned, order):
+    def loaded_block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for i, enc in enumerate(order):
             seconds = 2.0 * planned[enc]
             vals = block.steps // block.val_every
@@ -305,7 +305,7 @@ def test_a_calls_first_run_paying_the_process_start_is_no_evidence_of_a_load(tmp
 
     tier, root = tier_with_stored_full_runs(tmp_path)
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for i, enc in enumerate(order):
             seconds = (1.5 if i == 0 else 1.0) * planned[enc]
             yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
@@ -331,7 +331,7 @@ def test_a_run_the_store_cannot_price_by_its_own_pair_is_no_evidence_of_a_load(t
 
     tier, root = tier_with_stored_full_runs(tmp_path, without="efficientnet_lite0")
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for i, enc in enumerate(sorted(order, key=lambda e: e != "efficientnet_lite0")):  # the unpriced one first
             seconds = (1.6 if enc == "efficientnet_lite0" else 1.0) * planned[enc]
             yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
@@ -357,7 +357,7 @@ def test_a_benchmark_no_encoder_learns_is_left_out_of_the_ranking_and_the_plan_m
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         speed = block.benchmark == "fmnist_video_speed"
         out = []
         for i, enc in enumerate(order):
@@ -410,7 +410,7 @@ def test_a_prior_dearer_than_planned_re_plans_before_the_first_block_and_stays_w
         return ({n: {b: {e: float(i) for i, e in enumerate(pool)} for b in benchmarks} for n in names},
                 {f"{e} × {b}": 3 * COLD_PASS_SECONDS for e in pool for b in benchmarks}, {})
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         return [ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
                          0.5, 0.5, 0.5, 0.5, "last value", planned[enc], planned[enc], False,
                          {"wall_seconds": planned[enc]}) for enc in order]
@@ -454,7 +454,7 @@ def test_the_stores_full_runs_of_encoders_outside_the_pool_are_the_history(tmp_p
         seed=e.seed, split="test", metric="acc@1", value=0.3 + 0.02 * i + 0.01 * e.seed, higher_is_better=True,
         config=e.config, facts=facts) for i, e in enumerate(plan.experiments)])
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for i, enc in enumerate(order):
             yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True,
                            0.5 + 0.1 * i, 0.5 + 0.1 * i, 0.4, 0.6, "last value", planned[enc], planned[enc], False,
@@ -515,7 +515,7 @@ def test_a_prior_that_ranks_the_historys_encoders_better_than_the_proxy_seeds_ag
     value = {100: {"resnet18_scratch": 0.5, "vit_tiny_scratch": 0.6, "efficientnet_lite0": 0.7},
              101: {"resnet18_scratch": 0.5, "vit_tiny_scratch": 0.7, "efficientnet_lite0": 0.6}}
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for enc in order:
             v = value[block.seed][enc]
             yield ProxyRun(enc, block.benchmark, block.seed, block.steps, f"x{block.seed}{enc}", "acc@1", True, v, v,
@@ -541,8 +541,9 @@ def test_halving_contested_lengthens_the_runs_of_the_least_settled_pair_and_rank
     is one block of three 132-step runs. Their 80 % intervals: lite0 [0.85, 0.95] lies above both others, whose
     intervals overlap (resnet18 [0.50, 0.70], vit_tiny [0.48, 0.68]): by hand, lite0's pairs are settled (certainty
     1), resnet18–vit_tiny not (0). Only those two get longer runs, 198 steps (2 × 132 on the 33-step validation
-    interval, under the full 200), which settle them the other way round (vit_tiny 0.70 above resnet18 0.62): the
-    ranking follows the longer runs, the shorter two are listed as superseded, and the call stays within budget."""
+    interval, under the full 200), which settle them the other way round (vit_tiny 0.70 above resnet18 0.62), so a
+    second round finds nothing to lengthen: the ranking follows the longer runs, the shorter two are listed as
+    superseded, and the call stays within budget."""
     from gate.cli import rank
     from gate.ranking import pipeline
     from gate.ranking.proxy import ProxyRun
@@ -553,7 +554,7 @@ def test_halving_contested_lengthens_the_runs_of_the_least_settled_pair_and_rank
     longer = {"resnet18_scratch": (0.62, 0.60, 0.64), "vit_tiny_scratch": (0.70, 0.68, 0.72)}
     made = []
 
-    def block(block, experiments, ctx, *, full_steps, planned, order):
+    def block(block, experiments, ctx, *, full_steps, planned, order, **_):
         for enc in order:
             value, lo, hi = (short if block.steps < 198 else longer)[enc]
             made.append((enc, block.steps))
@@ -572,9 +573,11 @@ def test_halving_contested_lengthens_the_runs_of_the_least_settled_pair_and_rank
     assert sorted(made) == sorted([("resnet18_scratch", 132), ("vit_tiny_scratch", 132), ("efficientnet_lite0", 132),
                                    ("resnet18_scratch", 198), ("vit_tiny_scratch", 198)])
     assert "least settled pairs resnet18_scratch–vit_tiny_scratch 0.00; longer runs of " in out.stdout
+    # the second round judges the longer runs: every pair is settled, so the rest of the budget is left
+    assert "halving: least settled pairs none; every pair is settled: nothing to lengthen" in out.stdout
     report = next((root / "reports").glob("rank-tiny-*"))
     contested = pd.read_csv(report / "contested.csv")
-    assert list(contested["certainty"]) == [0.0, 1.0, 1.0]
+    assert list(contested["certainty"]) == [1.0, 1.0, 1.0]
     assert list(contested["lengthened"]) == [True, True, True]  # every pair has a lengthened encoder
     ranking = pd.read_csv(report / "tier_ranking.csv", index_col=0)
     assert list(ranking.index) == ["efficientnet_lite0", "vit_tiny_scratch", "resnet18_scratch"]

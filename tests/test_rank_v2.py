@@ -627,3 +627,28 @@ def test_halving_judges_each_pair_by_the_net_share_of_blocks_settling_it_and_len
     price = {"a": 5.0, "b": 10.0, "c": 50.0}.get
     assert halving.choose(ranked, price, 40.0) == ([], 0.0)  # b and c together do not fit; a's pairs are settled
     assert halving.choose(ranked, price, 70.0) == (["b", "c"], 60.0)
+
+
+def test_a_longer_run_continues_a_shorter_ones_checkpoint_and_counts_only_its_own_seconds(tmp_path):
+    """halving's continuation: the shorter run's last checkpoint is copied into the longer run's folder (gate-run
+    resumes from it), never over a checkpoint the longer run has of its own (an interrupted start resumes itself),
+    and not from a checkpoint that is gone. A continued run carries the shorter run's seconds up to its checkpoint
+    (12.5 of its 30.0), which the shorter run's own record counts: 17.5 are its own; an interrupted continuation
+    (resumed at another step) is counted whole."""
+    from gate.ranking.proxy import continue_into, continued_seconds
+
+    short = tmp_path / "short" / "checkpoints" / "last.ckpt"
+    short.parent.mkdir(parents=True)
+    short.write_bytes(b"state at step 16")
+    longer = tmp_path / "longer"
+    assert continue_into(short, longer) and (longer / "checkpoints" / "last.ckpt").read_bytes() == b"state at step 16"
+    short.write_bytes(b"another state")
+    assert not continue_into(short, longer)  # its own checkpoint stays
+    assert (longer / "checkpoints" / "last.ckpt").read_bytes() == b"state at step 16"
+    assert not continue_into(tmp_path / "gone" / "last.ckpt", tmp_path / "other")
+    assert not (tmp_path / "other" / "checkpoints" / "last.ckpt").exists()
+    facts = {"wall_seconds": 30.0, "earlier_wall_seconds": 12.5, "resumed_from_step": 16}
+    assert continued_seconds(facts, 16) == pytest.approx(17.5)
+    assert continued_seconds({**facts, "resumed_from_step": 24}, 16) == pytest.approx(30.0)
+    assert continued_seconds({"wall_seconds": 9.0, "resumed_from_step": None}, 16) == pytest.approx(9.0)
+    assert continued_seconds({}, 16) is None

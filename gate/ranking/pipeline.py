@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import shutil
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -231,8 +232,9 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         experiments = entries[block.benchmark][block.seed]
         planned = {e: prices.run_seconds(block.benchmark, e, block.steps, block.val_every) for e in pool}
         got: list[ProxyRun] = []
+        # halving=contested continues some of them: their last checkpoints stay until it has
         for r in run_block(block, experiments, ctx, full_steps=full_steps[block.benchmark], planned=planned,
-                           order=order):
+                           order=order, keep="all" if share < 1 else "none"):
             got.append(r)
             ledger.plan(f"run {r.experiment}", r.planned)
             ledger.spend(f"run {r.experiment}", r.seconds)
@@ -290,10 +292,13 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
     if share < 1 and ranked_runs:
         contests, extended, longer = extend_contested(ranked_runs, pool, done, entries, ctx, prices, ledger,
                                                       request.budget)
-        replaced = {(r.encoder, r.seed, r.benchmark) for r in longer}
-        superseded = {id(r) for r in ranked_runs if (r.encoder, r.seed, r.benchmark) in replaced}
-        ranked_runs = [r for r in ranked_runs if id(r) not in superseded] + longer
         runs.extend(longer)
+        final = {(r.encoder, r.seed, r.benchmark): r for r in [*ranked_runs, *longer]}  # the longest of each
+        superseded = {id(r) for r in [*ranked_runs, *longer] if final[(r.encoder, r.seed, r.benchmark)] is not r}
+        ranked_runs = list(final.values())
+        for r in runs:  # the checkpoints kept for continuing go, as any proxy run's do
+            if r.run_dir is not None:
+                shutil.rmtree(r.run_dir / "checkpoints", ignore_errors=True)
     predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(ranked_runs, pool, candidates, full_ranked,
                                                                     truth_pool, history, selection, done)
     if len(ranked_runs) < len(runs):
@@ -342,47 +347,62 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
 def extend_contested(ranked_runs: Sequence[ProxyRun], pool: Sequence[str], done: Sequence[planning.Block],
                      entries: Mapping[str, Any], ctx: ProxyContext, prices: Prices, ledger: Ledger, budget: float
                      ) -> tuple[list[halving.Contest], list[str], list[ProxyRun]]:
-    """halving=contested's second allocation (:mod:`gate.ranking.halving`): the pairs judged on the blocks ranked,
-    the encoders of the least settled ones whose longer runs fit what is left of the budget (priced as a plan
-    prices a block: with the margin, at the speed measured), and those runs, made one at a time while the budget
-    holds them at the speed measured (the seconds of a run once started count whole)."""
-    contests = halving.contests(ranked_runs, pool)
+    """halving=contested's second allocation (:mod:`gate.ranking.halving`), in rounds while the budget lasts: the
+    pairs judged on the runs ranked so far, the encoders of the least settled ones whose longer runs fit what is
+    left of the budget (priced as a plan prices a block: with the margin, at the speed measured), and those runs,
+    made one at a time while the budget holds them at the speed measured (the seconds of a run once started count
+    whole). A longer run continues its shorter run from that run's last checkpoint where it is kept (priced then at
+    the steps it adds). Returns the last judgement, the encoders lengthened and their runs (the longest of each)."""
     every = {(d.seed, d.benchmark): d.val_every for d in done}
-    todo: dict[str, list[planning.Block]] = {}
-    for r in ranked_runs:
-        steps = halving.longer_steps(r.steps, every[(r.seed, r.benchmark)], prices.full_steps[r.benchmark])
-        if steps is not None:
-            todo.setdefault(r.encoder, []).append(planning.Block(r.seed, r.benchmark, steps,
-                                                                 every[(r.seed, r.benchmark)], 0.0))
+    current = {(r.encoder, r.seed, r.benchmark): r for r in ranked_runs}
+    extended: list[str] = []
+    made: list[ProxyRun] = []
 
-    def price(enc: str) -> float | None:
-        return (sum(prices.run_seconds(b.benchmark, enc, b.steps, b.val_every, bound=True) for b in todo[enc])
-                if enc in todo else None)
+    def start(r: ProxyRun) -> Path | None:
+        last = r.run_dir / "checkpoints" / "last.ckpt" if r.run_dir is not None else None
+        return last if last is not None and last.exists() else None
 
-    left = budget * prices.predict_full() - (ledger.spent_seconds or 0.0)
-    chosen, bound = halving.choose(contests, price, left)
-    planned = {(enc, b): prices.run_seconds(b.benchmark, enc, b.steps, b.val_every) for enc in chosen for b in todo[enc]}
-    ctx.echo(f"[gate] rank  halving: least settled pairs {halving.contest_line(contests)}; "
-             + (f"longer runs of {', '.join(chosen)} ({len(planned)} run(s), {minutes(bound)} with the margin, of "
-                f"{minutes(left)} left)" if chosen else
-                f"no contested encoder's longer runs fit the {minutes(left)} left" if any(
-                    c.certainty < 1 for c in contests) else "every pair is settled: nothing to lengthen"), flush=True)
-    ledger.planned_total += sum(planned.values())
-    longer: list[ProxyRun] = []
-    for (enc, block), seconds in planned.items():
-        ahead = seconds * prices.speed
-        if (ledger.spent_seconds or 0.0) + ahead > budget * (1 + OVERRUN_TOLERANCE) * prices.predict_full():
-            ctx.echo(f"[gate] rank  halving stopped before {enc}'s {block.benchmark} seed {block.seed}: at the speed "
-                     f"measured it would pass the budget", flush=True)
-            break
-        experiments = entries[block.benchmark][block.seed]
-        for r in run_block(block, experiments, ctx, full_steps=prices.full_steps[block.benchmark],
-                           planned={enc: seconds}, order=[enc]):
-            ledger.plan(f"run {r.experiment}", r.planned)
-            ledger.spend(f"run {r.experiment}", r.seconds)
-            prices.observe(r, experiments[enc], block)
-            longer.append(r)
-    return contests, chosen, longer
+    def seconds(b: planning.Block, r: ProxyRun, bound: bool = False) -> float:
+        added = b.steps - r.steps if start(r) is not None else b.steps
+        return prices.run_seconds(b.benchmark, r.encoder, added, b.val_every, bound=bound)
+
+    while True:
+        contests = halving.contests(list(current.values()), pool)
+        todo: dict[str, list[tuple[planning.Block, ProxyRun]]] = {}
+        for r in current.values():
+            steps = halving.longer_steps(r.steps, every[(r.seed, r.benchmark)], prices.full_steps[r.benchmark])
+            if steps is not None:
+                todo.setdefault(r.encoder, []).append(
+                    (planning.Block(r.seed, r.benchmark, steps, every[(r.seed, r.benchmark)], 0.0), r))
+        left = budget * prices.predict_full() - (ledger.spent_seconds or 0.0)
+        price = {enc: sum(seconds(b, r, True) for b, r in runs_of) for enc, runs_of in todo.items()}
+        chosen, bound = halving.choose(contests, price.get, left)
+        planned = [(b, r, seconds(b, r)) for enc in chosen for b, r in todo[enc]]
+        ctx.echo(f"[gate] rank  halving: least settled pairs {halving.contest_line(contests)}; "
+                 + (f"longer runs of {', '.join(chosen)} ({len(planned)} run(s), {minutes(bound)} with the margin, "
+                    f"of {minutes(left)} left)" if chosen else
+                    f"no contested encoder's longer runs fit the {minutes(left)} left" if any(
+                        c.certainty < 1 for c in contests) else "every pair is settled: nothing to lengthen"),
+                 flush=True)
+        if not chosen:
+            return contests, extended, made
+        ledger.planned_total += sum(p for _, _, p in planned)
+        extended += [e for e in chosen if e not in extended]
+        for block, shorter, predicted in planned:
+            if ((ledger.spent_seconds or 0.0) + predicted * prices.speed
+                    > budget * (1 + OVERRUN_TOLERANCE) * prices.predict_full()):
+                ctx.echo(f"[gate] rank  halving stopped before {shorter.encoder}'s {block.benchmark} seed "
+                         f"{block.seed}: at the speed measured it would pass the budget", flush=True)
+                return halving.contests(list(current.values()), pool), extended, made
+            enc, experiments, from_ = shorter.encoder, entries[block.benchmark][block.seed], start(shorter)
+            for r in run_block(block, experiments, ctx, full_steps=prices.full_steps[block.benchmark],
+                               planned={enc: predicted}, order=[enc], keep="all",
+                               continue_from={enc: (from_, shorter.steps)} if from_ is not None else None):
+                ledger.plan(f"run {r.experiment}", r.planned)
+                ledger.spend(f"run {r.experiment}", r.seconds)
+                prices.observe(r, experiments[enc], block)
+                made.append(r)
+                current[(r.encoder, r.seed, r.benchmark)] = r
 
 
 def _stored_proxy_records(records: Sequence[Mapping[str, Any]], pool: Sequence[str], benches: Iterable[str],

@@ -188,8 +188,8 @@ class Prices:
         self.model.add(observation(feats, run.facts, test_passes(exp.config, run.facts.get("split_rows"))))
         if run.facts.get("split_rows"):
             self.rows_seen.setdefault(str(exp.config["dataset"].get("name")), run.facts["split_rows"])
-        if run.stored or run.seconds is None:
-            return
+        if run.stored or run.seconds is None or run.facts.get("resumed_from_step") is not None:
+            return  # a resumed run (halving's continuation, an interrupted one) is priced as a whole run, so no speed
         first, self._first_trained = self._first_trained, False
         costs = self._costs(self.base, block.benchmark, run.encoder)
         price = costs.seconds(block.steps, block.steps // max(block.val_every, 1))

@@ -3,7 +3,8 @@
 A block (:class:`gate.ranking.plan.Block`) runs every encoder of the pool on one benchmark with one proxy seed: the
 tier's own ``gate-run`` protocol for that seed with ``trainer.max_steps`` and ``trainer.val_check_interval`` set so
 that it validates ``val_points`` times, ``evaluate_test=false`` (a proxy run records its validation only; the test
-split is never evaluated) and ``keep_checkpoints=none`` (nothing continues from it). Each run is an ordinary
+split is never evaluated) and ``keep_checkpoints=none`` (``all`` where ``halving=contested`` may continue it: a
+longer run then starts from its last checkpoint, :func:`continue_into`). Each run is an ordinary
 experiment in the results store (its step count and validation interval are part of its id): a rerun reads it back.
 
 A benchmark whose runs no encoder lifts above its metric's no-skill value (:func:`no_skill`: r2 0, AUC 0.5) ranks
@@ -44,6 +45,7 @@ class ProxyRun:
     planned: float              # its predicted seconds when the block was planned
     stored: bool                # read back from the store (run by an earlier call)
     facts: dict[str, Any]
+    run_dir: Path | None = None  # its checkpoints' folder (halving continues a shorter run from its last one)
 
     @property
     def oriented(self) -> float:
@@ -92,10 +94,41 @@ def no_skill(runs: Sequence[ProxyRun]) -> str | None:
             f"{info.no_skill:g}, the bar {bar:g} is {NO_SKILL_SHARE:.0%} of the way to {perfect:g})")
 
 
-def proxy_overrides(steps: int, val_every: int) -> list[str]:
-    """A proxy run's gate-run overrides after the tier's protocol."""
-    return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={val_every}", "keep_checkpoints=none",
+def proxy_overrides(steps: int, val_every: int, keep: str = "none") -> list[str]:
+    """A proxy run's gate-run overrides after the tier's protocol (``keep``: its checkpoints once stored; none, or
+    all for a run that halving may continue)."""
+    return [f"trainer.max_steps={steps}", f"trainer.val_check_interval={val_every}", f"keep_checkpoints={keep}",
             "evaluate_test=false", "trainer.enable_progress_bar=false"]
+
+
+def continue_into(checkpoint: Path, run_dir: Path) -> bool:
+    """Start a run in ``run_dir`` from a shorter run's ``checkpoint`` (gate-run resumes from it: a run resumed
+    mid-epoch is the run never stopped, tests/test_resume_exact.py). False where there is nothing to start from: the
+    checkpoint is gone (pruned, or a twin call's), or the run has a checkpoint of its own (an interrupted start)."""
+    import shutil
+
+    from gate.files import atomic_write
+
+    target = run_dir / "checkpoints" / "last.ckpt"
+    if target.exists():
+        return False
+    try:
+        atomic_write(target, lambda tmp: shutil.copyfile(checkpoint, tmp), "a checkpoint to continue from")
+    except (OSError, GateError):
+        return False
+    return True
+
+
+def continued_seconds(facts: Mapping[str, Any], from_step: int) -> float | None:
+    """A run's own seconds: a run continued from a shorter run's checkpoint at ``from_step`` carries that run's
+    seconds up to it (``earlier_wall_seconds``), which the shorter run's own record already counts."""
+    wall = facts.get("wall_seconds")
+    if not isinstance(wall, (int, float)) or not math.isfinite(wall):
+        return None
+    earlier = facts.get("earlier_wall_seconds")
+    if facts.get("resumed_from_step") == from_step and isinstance(earlier, (int, float)):
+        return float(wall) - float(earlier)
+    return float(wall)
 
 
 def composed(ctx: ProxyContext, exp: Any, overrides: Sequence[str]) -> tuple[Any, str]:
@@ -135,16 +168,23 @@ def read_run(rows: Sequence[Mapping[str, Any]], full_steps: int) -> tuple[str, b
 
 
 def run_block(block: Any, experiments: Mapping[str, Any], ctx: ProxyContext, *, full_steps: int,
-              planned: Mapping[str, float], order: Sequence[str]) -> Iterator[ProxyRun]:
+              planned: Mapping[str, float], order: Sequence[str], keep: str = "none",
+              continue_from: Mapping[str, tuple[Path, int]] | None = None) -> Iterator[ProxyRun]:
     """Every encoder's run of ``block`` (a :class:`gate.ranking.plan.Block`), in ``order`` (the prior's, where it
     ranks the pool), each yielded as it ends, so that the caller can stop a block the budget no longer holds:
     ``experiments`` maps each encoder to its full experiment of the block's seed and benchmark; ``planned`` each
-    encoder's predicted seconds."""
+    encoder's predicted seconds; ``keep``: the runs' checkpoints once stored; ``continue_from``: per encoder, a
+    shorter run's last checkpoint and its step, to start from (its seconds are then the run's own)."""
     for enc in order:
         exp = experiments[enc]
-        cfg, exp_id = composed(ctx, exp, proxy_overrides(block.steps, block.val_every))
+        cfg, exp_id = composed(ctx, exp, proxy_overrides(block.steps, block.val_every, keep))
+        run_dir = Path(str(cfg.paths.runs)).expanduser().resolve() / exp_id
         rows = stored(ctx.records(), exp_id)
         was_stored = bool(rows)
+        start = (continue_from or {}).get(enc)
+        if not rows and start is not None and continue_into(start[0], run_dir):
+            ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed}: {enc} continues from its {start[1]}-step "
+                     f"run", flush=True)
         if not rows:
             ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed}: {enc} → {block.steps} steps "
                      f"(validating every {block.val_every})", flush=True)
@@ -154,10 +194,9 @@ def run_block(block: Any, experiments: Mapping[str, Any], ctx: ProxyContext, *, 
                 raise GateError(f"{enc} × {block.benchmark}: the proxy run ({block.steps} steps, experiment {exp_id}) "
                                 f"left no complete record set in the store")
         monitor, hib, best, value, lo, hi, method, facts = read_run(rows, full_steps)
-        wall = facts.get("wall_seconds")
-        seconds = float(wall) if isinstance(wall, (int, float)) and math.isfinite(wall) else None
+        seconds = continued_seconds(facts, start[1]) if start is not None else continued_seconds(facts, -1)
         if was_stored:
             ctx.echo(f"[gate] rank  {block.benchmark} seed {block.seed}: {enc} ({block.steps} steps) already stored",
                      flush=True)
         yield ProxyRun(enc, block.benchmark, block.seed, block.steps, exp_id, monitor, hib, best, value, lo, hi,
-                       method, seconds, float(planned.get(enc, math.nan)), was_stored, facts)
+                       method, seconds, float(planned.get(enc, math.nan)), was_stored, facts, run_dir)
