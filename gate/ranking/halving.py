@@ -1,20 +1,19 @@
 """``halving: contested``: the budget's second half goes to the encoders whose order the first half left least settled.
 
 With ``halving=contested`` gate-rank plans its first allocation (the prior and one proxy run per encoder per block)
-in :data:`FIRST_SHARE` of the budget. Then every pair of encoders is judged on the blocks ranked: in one block a pair
-is *settled* when one encoder's interval of its extrapolated end lies wholly above the other's, and the pair's
-certainty is the net share of blocks settling it one way (``|a above b − b above a| / blocks``: 1 when every block
-settles it the same way, 0 when none does or they split evenly). The encoders of the least certain pairs (ties: the
-pair nearer in the first allocation's ranking first) get a run :data:`GROWTH` times as long in every block they ran,
-while those runs' prices, with the plan's margin, fit what is left of the budget. Each longer run replaces the
-shorter one in the ranking; the shorter one stays listed (``superseded`` in predictions.csv) and its seconds count.
+in :data:`FIRST_SHARE` of the budget. Then, in rounds while the budget lasts, every pair of encoders is judged on the
+runs ranked so far: in one block a pair is *settled* when one encoder's interval of its extrapolated end lies wholly
+above the other's, and the pair's certainty is the net share of blocks settling it one way (``|a above b − b above
+a| / blocks``: 1 when every block settles it the same way, 0 when none does or they split evenly). The encoders of
+the least certain pairs (ties: the pair nearer in the runs' ranking first) get a run :data:`GROWTH` times as long in
+every block they ran, while those runs' prices, with the plan's margin, fit what is left of the budget. Each longer
+run replaces the shorter one in the ranking; the shorter one stays listed (``superseded`` in predictions.csv) and
+its seconds count.
 
-A longer run trains from its start, not from the shorter run's checkpoint: Lightning resumes a run stopped
-mid-epoch at the start of that epoch's data when the loader keeps no position, so a continued run is not the longer
-run (measured: a 4-step digits run continued to 8 steps validated 0.094 and 0.156 at steps 6 and 8, where the 8-step
-run validated 0.0625 and 0.094). Trained from its start, its first steps are the shorter run's exactly (the
-schedulers have no horizon and the evaluation loaders their own generators: the prefix property), it is an ordinary
-experiment of the store under its own id, and it costs its whole steps, as it is priced.
+A longer run continues the shorter run from its last checkpoint (kept until the rounds end): a run resumed from a
+checkpoint written mid-epoch is the run never stopped (:mod:`gate.data.resumable`, tests/test_resume_exact.py), so
+the continued run is the longer experiment exactly and costs only the steps it adds. Where the checkpoint is gone
+(an earlier call's run), it trains from its start and costs its whole steps, as it is then priced.
 
 Off by default (``halving: null``): no measurement has shown it ranks better at the same budget (docs/ranking.md).
 """
