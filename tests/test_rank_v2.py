@@ -652,3 +652,16 @@ def test_a_longer_run_continues_a_shorter_ones_checkpoint_and_counts_only_its_ow
     assert continued_seconds({**facts, "resumed_from_step": 24}, 16) == pytest.approx(30.0)
     assert continued_seconds({"wall_seconds": 9.0, "resumed_from_step": None}, 16) == pytest.approx(9.0)
     assert continued_seconds({}, 16) is None
+
+
+def test_steep_curves_of_a_bounded_metric_are_not_extrapolated_past_its_bound_into_a_tie():
+    """Two real 64-step digits curves of pool H (resnet18_scratch and efficientnet_lite1, seed 100), extrapolated to
+    the full 96 steps: every fit went past accuracy 1 and was clipped there, so both ended at 1.0, tied, though one
+    stopped at 0.745 and the other at 0.855. Fits now approach at most 1 and one that leaves [0, 1] is dropped: both
+    ends lie below 1, above the curves' best values, in their order."""
+    resnet = [[16, 0.095], [32, 0.2], [48, 0.73], [64, 0.745]]
+    lite1 = [[16, 0.325], [32, 0.48], [48, 0.82], [64, 0.855]]
+    a, b = (extrapolate(c, 96, higher_is_better=True, low=0.0, high=1.0) for c in (resnet, lite1))
+    assert a.method == b.method == "ensemble"
+    assert 0.745 <= a.value < b.value < 1.0 and 0.855 <= b.value
+    assert a.hi <= 1.0 and b.hi <= 1.0

@@ -13,6 +13,7 @@ import contextlib
 import dataclasses
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -142,7 +143,8 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
 
     if resume is not None:
         print(f"[gate] resuming experiment {exp} from {resume}")
-    with signals.lightning_stops(), _naming_passed_on_keys(config):  # a stop signal: Stopped (exit 128 + n), never 0
+    with (signals.lightning_stops(), _naming_passed_on_keys(config),  # a stop signal: Stopped (exit 128 + n), never 0
+          _quiet_resume(resume is not None)):
         trainer.fit(model, datamodule=datamodule, ckpt_path=str(resume) if resume is not None else None,
                     weights_only=True)  # SafeCheckpointIO reads it as data only in any case
     # Before testing (loading a checkpoint restores callback state). Rank 0 ranks; the others test its pick: every
@@ -180,6 +182,18 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     prune(ckpt_dir, ranked, run.keep_checkpoints)
     logger_dir = finish_logger(logger)
     return FinetuneResult(exp, False, metrics, store.path, run_dir, logger_dir, run_facts)
+
+
+@contextlib.contextmanager
+def _quiet_resume(resuming: bool):
+    """Lightning's notices that a resume expects: its checkpoint folder holds files, and a run continued from a
+    shorter run's checkpoint (gate-rank's halving) names that run's folder, whose best checkpoints it does not take
+    over (the run's best validation is read from its whole curve instead)."""
+    with warnings.catch_warnings():
+        if resuming:
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            warnings.filterwarnings("ignore", message=r"The dirpath has changed from")
+        yield
 
 
 @contextlib.contextmanager
