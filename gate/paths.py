@@ -33,3 +33,17 @@ def path_part(name: object, what: str) -> str:
 def inside(root: str | os.PathLike, *names: object, what: str) -> Path:
     """``root / name / ...``, each name checked by :func:`path_part`: the path stays under ``root``."""
     return Path(root).joinpath(*(path_part(name, what) for name in names))
+
+
+#: The name of the newest checkpoint in a run's checkpoints folder (written at every validation: what a run resumes
+#: from, and what gate-rank's halving continues a shorter run from).
+LAST_CHECKPOINT = "last.ckpt"
+
+
+def run_folder(runs: str | os.PathLike, experiment: str) -> Path:
+    """An experiment's folder under ``paths.runs``: its lock, its checkpoints (:func:`checkpoints_folder`), its logs."""
+    return Path(runs).expanduser().resolve() / experiment
+
+
+def checkpoints_folder(run_dir: str | os.PathLike) -> Path:
+    return Path(run_dir) / "checkpoints"

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from gate.families import family
+from gate.paths import LAST_CHECKPOINT, checkpoints_folder
 from gate.ranking import complete, halving, select
 from gate.ranking import plan as planning
 from gate.ranking import prior as priors
@@ -298,7 +299,7 @@ def rank_tier(plan: Any, request: Request, *, ctx: ProxyContext, compose_score: 
         ranked_runs = list(final.values())
         for r in runs:  # the checkpoints kept for continuing go, as any proxy run's do
             if r.run_dir is not None:
-                shutil.rmtree(r.run_dir / "checkpoints", ignore_errors=True)
+                shutil.rmtree(checkpoints_folder(r.run_dir), ignore_errors=True)
     predictions, seeds_table, proxy_rank, flagged = _proxy_ranking(ranked_runs, pool, candidates, full_ranked,
                                                                     truth_pool, history, selection, done)
     if len(ranked_runs) < len(runs):
@@ -359,7 +360,7 @@ def extend_contested(ranked_runs: Sequence[ProxyRun], pool: Sequence[str], done:
     made: list[ProxyRun] = []
 
     def start(r: ProxyRun) -> Path | None:
-        last = r.run_dir / "checkpoints" / "last.ckpt" if r.run_dir is not None else None
+        last = checkpoints_folder(r.run_dir) / LAST_CHECKPOINT if r.run_dir is not None else None
         return last if last is not None and last.exists() else None
 
     def seconds(b: planning.Block, r: ProxyRun, bound: bool = False) -> float:
@@ -389,8 +390,7 @@ def extend_contested(ranked_runs: Sequence[ProxyRun], pool: Sequence[str], done:
         ledger.planned_total += sum(p for _, _, p in planned)
         extended += [e for e in chosen if e not in extended]
         for block, shorter, predicted in planned:
-            if ((ledger.spent_seconds or 0.0) + predicted * prices.speed
-                    > budget * (1 + OVERRUN_TOLERANCE) * prices.predict_full()):
+            if prices.fraction_after(predicted * prices.speed) > budget * (1 + OVERRUN_TOLERANCE):
                 ctx.echo(f"[gate] rank  halving stopped before {shorter.encoder}'s {block.benchmark} seed "
                          f"{block.seed}: at the speed measured it would pass the budget", flush=True)
                 return halving.contests(list(current.values()), pool), extended, made

@@ -201,6 +201,9 @@ class Prices:
     def projected(self, block: Any, left: Sequence[str]) -> float:
         """The fraction of the full tier (as now predicted) the call will have spent when ``left``, the block's runs
         still to make, have run at the speed measured."""
-        ahead = self.block_seconds(block.benchmark, block.seed, block.steps, block.val_every, encoders=left,
-                                   scale=self.speed)
-        return ((self.ledger.spent_seconds or 0.0) + ahead) / self.predict_full()
+        return self.fraction_after(self.block_seconds(block.benchmark, block.seed, block.steps, block.val_every,
+                                                      encoders=left, scale=self.speed))
+
+    def fraction_after(self, seconds: float) -> float:
+        """The fraction of the full tier (as now predicted) the call will have spent after ``seconds`` more."""
+        return ((self.ledger.spent_seconds or 0.0) + seconds) / self.predict_full()

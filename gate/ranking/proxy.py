@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from gate.errors import GateError
+from gate.paths import LAST_CHECKPOINT, checkpoints_folder, run_folder
 from gate.ranking.curves import extrapolate, ranked_curve
 
 
@@ -109,7 +110,7 @@ def continue_into(checkpoint: Path, run_dir: Path) -> bool:
 
     from gate.files import atomic_write
 
-    target = run_dir / "checkpoints" / "last.ckpt"
+    target = checkpoints_folder(run_dir) / LAST_CHECKPOINT
     if target.exists():
         return False
     try:
@@ -178,7 +179,7 @@ def run_block(block: Any, experiments: Mapping[str, Any], ctx: ProxyContext, *, 
     for enc in order:
         exp = experiments[enc]
         cfg, exp_id = composed(ctx, exp, proxy_overrides(block.steps, block.val_every, keep))
-        run_dir = Path(str(cfg.paths.runs)).expanduser().resolve() / exp_id
+        run_dir = run_folder(str(cfg.paths.runs), exp_id)
         rows = stored(ctx.records(), exp_id)
         was_stored = bool(rows)
         start = (continue_from or {}).get(enc)

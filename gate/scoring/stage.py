@@ -37,6 +37,7 @@ from omegaconf import DictConfig
 from .. import signals
 from ..engine.validate import Checked, parse_score
 from ..families import families, family
+from ..paths import run_folder
 from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 
 
@@ -131,7 +132,7 @@ def _run(checked: Checked) -> ScoreResult:
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
         return ScoreResult(exp, True, {}, {}, store.path)
-    with ExperimentLock(Path(run.paths.runs) / exp, exp):
+    with ExperimentLock(run_folder(run.paths.runs, exp), exp):
         done = {r["metric"] for r in store.complete_records(exp, "score")}  # a twin may have finished meanwhile
         if not force and _all_done(names, done):
             return ScoreResult(exp, True, {}, {}, store.path)

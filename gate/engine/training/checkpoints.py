@@ -18,6 +18,7 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from ... import signals
 from ...errors import GateError
 from ...files import atomic_torch_save, regular_file, set_aside
+from ...paths import LAST_CHECKPOINT
 
 KEEP = ("best", "all", "none")
 
@@ -46,7 +47,7 @@ def resume_point(ckpt_dir: str | Path, set_aside_damaged: bool = True) -> Path |
     ``set_aside_damaged`` is false: the other ranks of a data-parallel run leave files to rank 0 and reach the same
     answer)."""
     ckpt_dir = Path(ckpt_dir)
-    last = ckpt_dir / "last.ckpt"
+    last = ckpt_dir / LAST_CHECKPOINT
     if last.exists():
         if is_complete_checkpoint(last):
             return last

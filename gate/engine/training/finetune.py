@@ -23,6 +23,7 @@ from ... import signals
 from ...data.hub import unavailable_copy_of
 from ...errors import DatasetUnavailable
 from ...files import no_space
+from ...paths import checkpoints_folder, run_folder
 from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
 from ..validate import Checked, parse_run
 from .devices import check_devices
@@ -73,7 +74,7 @@ def _run(checked: Checked) -> FinetuneResult:
     run = checked.run
     exp = experiment_id(checked.config, "finetune")
     store = ResultsStore(run.paths.results)
-    run_dir = Path(run.paths.runs).expanduser().resolve() / exp
+    run_dir = run_folder(run.paths.runs, exp)
     force = run.force
     store.check_writable()  # a store that cannot take the records: said now, not after hours of training
     if store.has_experiment(exp, kind="finetune") and not force:
@@ -112,7 +113,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
     started = time.perf_counter()
     facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
-    ckpt_dir = run_dir / "checkpoints"
+    ckpt_dir = checkpoints_folder(run_dir)
     if force and lead and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
     resume = None if force else resume_point(ckpt_dir, set_aside_damaged=lead)
