@@ -29,38 +29,30 @@ from typing import Any
 from .errors import GateError
 from .files import file_kind, open_regular, writing
 from .parallel import LAYOUT_KEYS
-from .settings import yaml_defaults
+from .settings import ADAPTER_FACTS, RUN, SCORE, run_only_keys, yaml_defaults
 
 KINDS = ("finetune", "score")
 
 # Keys of a resolved config that change where or how a run is logged or computed, but not the numbers it
 # records: they are left out of the experiment id, so moving the output directory, switching the logger or
-# asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key.
-_RUN_ONLY_COMMON = ("paths", "logger", "callbacks", "force", "hydra", "launcher", "progress_bar", "num_workers", "timing",
-                    # speed only: how the loader and the encoder's forward are run, not what they compute
-                    "pin_memory", "data.pin_memory", "compile",
-                    "keep_checkpoints", "data.num_workers", "trainer.enable_progress_bar",
-                    # the process layout: where it changes the numbers, identity() adds the world size back
-                    *LAYOUT_KEYS,
-                    "trainer.enable_model_summary", "trainer.log_every_n_steps",
-                    # where a dataset's (generated or downloaded) files are kept, not what they hold
-                    "dataset.builder.cache_dir", "dataset.data_dir", "dataset.builder.data_dir",
-                    # a note for the report on how the benchmark departs from GATE's protocol, not a setting
-                    "dataset.notes_vs_gate",
-                    # how analysis puts the tier metric on 0-1 (gate.analysis.meta), not what a run computes
-                    "dataset.tier_range",
-                    # facts about an encoder gate-rank reads (its paper column, its weights' published top-1)
-                    "encoder.paper_name", "encoder.source_top1",
-                    # a fact of the adapter's class, stated in its YAML: identity() reads it for the layout
-                    "adapter.loss_splits_across_devices")
+# asking for more scores does not make a finished experiment look new. ``a.b`` names a nested key. A declared
+# key says so on its declaration (gate.settings: ``run_only=True``); here are those no table declares:
+_UNDECLARED_RUN_ONLY = (
+    # Hydra's own node, and keys of older configs (ids made then left them out too)
+    "hydra", "launcher", "timing", "progress_bar", "num_workers", "pin_memory",
+    # the process layout: where it changes the numbers, identity() adds the world size back
+    *LAYOUT_KEYS,
+    # where a dataset's (generated or downloaded) files are kept, not what they hold (builder parameters)
+    "dataset.builder.cache_dir", "dataset.builder.data_dir",
+    # a fact of the adapter's class, stated in its YAML: identity() reads it for the layout
+    *(f"adapter.{key}" for key in ADAPTER_FACTS))
 # (split manifests live under paths.data, already run-only: the source hash inside a manifest, checked on load,
 # guards what the data is; dataset.splits and dataset.source.revision stay in the identity)
 RUN_ONLY_KEYS: dict[str, tuple[str, ...]] = {
-    "finetune": _RUN_ONLY_COMMON,
-    # gate-score: which scores to compute is not part of the experiment (each score is its own record);
-    # nor are the device, batch size and cache, which change speed, not features; adapter and recipe are only
-    # composed so that encoder and dataset configs compose as in gate-run.
-    "score": _RUN_ONLY_COMMON + ("metrics", "cache", "device", "batch_size", "adapter", "recipe"),
+    "finetune": tuple(dict.fromkeys(run_only_keys(RUN) + _UNDECLARED_RUN_ONLY)),
+    # gate-score: which scores to compute, the device, batch size and cache (speed, not features), and the adapter
+    # and recipe (composed only so that encoder and dataset configs compose as in gate-run): marked in SCORE
+    "score": tuple(dict.fromkeys(run_only_keys(SCORE) + _UNDECLARED_RUN_ONLY)),
 }
 # Keys added after stores already held experiments: at their default (read from conf/run.yaml, where it is stated
 # once) they are left out of the identity, so an experiment id computed before the key existed is the one computed

@@ -78,7 +78,9 @@ class Setting:
     in ``[low, high]`` (``low_open`` / ``high_open`` exclude the bound); ``nullable`` also accepts null
     (``null_means`` says what null does); ``alt`` lists other forms that are valid too (``auto``, a fraction);
     ``optional`` lets the key be absent even where its section's YAML states every default (Lightning's own keys);
-    ``expect`` replaces the generated description of what is valid; ``meaning`` is one line for the docs."""
+    ``expect`` replaces the generated description of what is valid; ``meaning`` is one line for the docs;
+    ``run_only``: it changes where or how a run is logged or computed, not the numbers it records, so it is left out
+    of the experiment id (:func:`run_only_keys`, read by :func:`gate.results.identity`)."""
 
     kind: str
     low: float | None = None
@@ -95,6 +97,7 @@ class Setting:
     optional: bool = False
     expect: str = ""
     meaning: str = ""
+    run_only: bool = False
 
     def _range(self) -> str:
         if self.low is not None and self.high is not None:
@@ -239,7 +242,8 @@ class Section:
     is missing is an error. ``others``: what a key it does not declare is: ``refuse``d, accepted where its
     ``_target_`` takes it as a parameter (``target``), or ``keep``t (a section other code reads as a whole).
     ``renamed``: old keys, refused naming their new name. ``yaml``: where its defaults are stated (``run.yaml``,
-    ``run.yaml:data``: a file under conf/, then a key inside it)."""
+    ``run.yaml:data``: a file under conf/, then a key inside it). ``run_only``: the whole section is left out of the
+    experiment id (as :attr:`Setting.run_only`)."""
 
     owner: str
     settings: Mapping[str, Setting | Section]
@@ -252,6 +256,7 @@ class Section:
     nullable: bool = False
     optional: bool = False
     meaning: str = ""
+    run_only: bool = False
 
     def expected(self) -> str:
         return (self.meaning or "a mapping of its settings") + (" or null" if self.nullable else "")
@@ -484,9 +489,9 @@ CLASSES = Int(2, meaning="classes of the head (equal to dataset.num_classes)")
 TOP_K = Setting("int_list", low=1, min_items=1, unique=True, meaning="the k of the acc@k it records")
 POSITIVE = Float(0.0, low_open=True)
 LOSS_WEIGHT = Float(0.0, meaning="weight of this loss term (finite, >= 0)")
-WORKERS = Int(0, alt=(Choice(AUTO),), expect=f"an integer >= 0 or {AUTO}",
+WORKERS = Int(0, alt=(Choice(AUTO),), expect=f"an integer >= 0 or {AUTO}", run_only=True,
               meaning="loader worker processes; auto: gate/data/loading.py decides from the machine")
-PIN_MEMORY = Bool(alt=(Choice(AUTO),), expect=f"true, false or {AUTO}",
+PIN_MEMORY = Bool(alt=(Choice(AUTO),), expect=f"true, false or {AUTO}", run_only=True,
                   meaning="pinned host memory for a CUDA device; auto: on where the run uses CUDA")
 SAMPLES = Int(1, nullable=True, null_means="the whole split")
 #: The largest seed: numpy's generators and Lightning's seed_everything take 0 .. 2**32 - 1 (a larger one failed
@@ -544,10 +549,10 @@ TRAINER = Section("a setting of the trainer", {
                        meaning="Lightning's strategy; gate shards batches for auto and ddp only"),
     "precision": Choice("64-true", "32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "transformer-engine",
                         "64", "32", "16", "bf16", nullable=True, null_means="bf16-mixed on a bf16 GPU, 32-true on the CPU"),
-    "log_every_n_steps": Int(1, meaning="steps between two logged training values"),
+    "log_every_n_steps": Int(1, meaning="steps between two logged training values", run_only=True),
     "num_sanity_val_steps": Int(-1, meaning="validation batches before training (-1: all)"),
-    "enable_progress_bar": Bool(),
-    "enable_model_summary": Bool(),
+    "enable_progress_bar": Bool(run_only=True),
+    "enable_model_summary": Bool(run_only=True),
     "gradient_clip_val": Float(0.0, nullable=True, null_means="no clipping",
                                meaning="clip gradients to this norm (0 or null: none)"),
     "deterministic": Bool(alt=(Choice("warn"),), meaning="torch's deterministic algorithms (warn: warn only)"),
@@ -567,29 +572,30 @@ CALLBACKS = Section("a setting of gate-run's logging callbacks", {
     "visuals": Section("a setting of callbacks.visuals", {
         "enabled": Bool(), "every_n_validations": _EVERY, "max_examples": Int(1)}, required=True),
     "count_flops": Bool(meaning="count forward GFLOPs per example once"),
-}, required=True, yaml="callbacks/default.yaml", meaning="the callbacks group (callbacks=default or none)")
+}, required=True, yaml="callbacks/default.yaml", meaning="the callbacks group (callbacks=default or none)", run_only=True)
 
 LOGGER = Section("a setting of the logger", {
     "mode": Choice("offline", "online", "disabled", meaning="W&B: offline (sync later), online, disabled"),
-}, others="target", meaning="the logger group (logger=wandb or csv)")
+}, others="target", meaning="the logger group (logger=wandb or csv)", run_only=True)
 
 # Where outputs go: other keys are kept (a user's own paths may serve interpolations); root is checked by
 # gate.engine.validate.check_output_root (a writable directory).
 PATHS = Section("a paths setting", {key: Setting("any") if key == "root" else Str(optional=key == "wandb")
                                     for key in ("root", "results", "runs", "wandb", "cache", "data", "reports")},
-                others="keep", yaml="paths/default.yaml", meaning="the paths group (paths=default)")
+                others="keep", yaml="paths/default.yaml", meaning="the paths group (paths=default)", run_only=True)
 
 RUN = Section("a gate-run setting", {
     "seed": Int(0, SEED_MAX, meaning="the run's randomness: initialisation, data order, the train cap"),
     "image_size": Int(1, meaning="input resolution of image encoders (they interpolate it)"),
-    "force": Bool(meaning="rerun an experiment the results store already holds"),
+    "force": Bool(meaning="rerun an experiment the results store already holds", run_only=True),
     "ensembles": Setting("int_list", low=1, min_items=1,
                          expect="a non-empty list of checkpoint counts >= 1, e.g. [1, 3, 5] ([1] tests the best "
                                 "checkpoint alone)", meaning="test ensembles of the top-k validation checkpoints"),
     "evaluate_test": Bool(meaning="test the best checkpoint; false: record the best validation value only"),
-    "keep_checkpoints": Choice("best", "all", "none", meaning="checkpoints kept once the records are stored"),
+    "keep_checkpoints": Choice("best", "all", "none", meaning="checkpoints kept once the records are stored",
+                               run_only=True),
     "compile": Bool(alt=(Choice(*COMPILE_MODES),), expect=f"false, true or one of {list(COMPILE_MODES)}",
-                    meaning="torch.compile the encoder's forward (speed only)"),
+                    meaning="torch.compile the encoder's forward (speed only)", run_only=True),
     "data": DATA,
     "trainer": TRAINER,
     "recipe": RECIPE,
@@ -611,17 +617,18 @@ SCORE = Section("a gate-score setting", {
     "split": Choice(*SPLITS, meaning="the split whose features are scored"),
     "max_samples": Int(2, nullable=True, null_means="the whole split", meaning="seeded cap on that split"),
     "metrics": Setting("str_list", alt=(Str(),), nullable=True, null_means="every applicable score",
-                       meaning="the scores to compute (gate.scoring.transferability.SCORES)"),
-    "force": Bool(meaning="recompute scores the store already holds"),
-    "cache": Bool(meaning="reuse cached features"),
+                       meaning="the scores to compute (gate.scoring.transferability.SCORES)", run_only=True),
+    "force": Bool(meaning="recompute scores the store already holds", run_only=True),
+    "cache": Bool(meaning="reuse cached features", run_only=True),
     "device": Choice("cpu", "cuda", AUTO, alt=(Str(pattern=r"cuda:\d+"),),
-                     expect="one of ['cpu', 'cuda', 'auto'] or cuda:<index>", meaning="where features are computed"),
-    "batch_size": Int(1, meaning="the feature pass's batch"),
+                     expect="one of ['cpu', 'cuda', 'auto'] or cuda:<index>", meaning="where features are computed",
+                     run_only=True),
+    "batch_size": Int(1, meaning="the feature pass's batch", run_only=True),
     "num_workers": WORKERS,
     "pin_memory": PIN_MEMORY,
-    "progress_bar": Bool(),
-    "adapter": Group("adapter", "composed as in gate-run, not used"),
-    "recipe": Group("recipe", "composed as in gate-run, not used"),
+    "progress_bar": Bool(run_only=True),
+    "adapter": Group("adapter", "composed as in gate-run, not used", run_only=True),
+    "recipe": Group("recipe", "composed as in gate-run, not used", run_only=True),
     "encoder": Group("encoder", "e.g. encoder=efficientnet_lite0"),
     "dataset": Group("dataset", "e.g. dataset=fashion_mnist"),
     "paths": PATHS,
@@ -804,12 +811,14 @@ DATASET = Section("a dataset setting", {
     "ignore_index": Int(nullable=True, optional=True),
     "heads": Setting("mapping", nullable=True, optional=True, meaning="several label columns: {column: classes}"),
     "options": Setting("mapping", nullable=True, optional=True, meaning="task-specific facts its adapter reads"),
-    "tier_range": Setting("interval", nullable=True, optional=True,
+    # how analysis puts the tier metric on 0-1 (gate.analysis.meta), not what a run computes
+    "tier_range": Setting("interval", nullable=True, optional=True, run_only=True,
                           expect="[low, high] with finite low < high (the span of tier_metric mapped onto 0-1)"),
-    "notes_vs_gate": Setting("any", optional=True),
+    # a note for the report on how the benchmark departs from GATE's protocol, not a setting
+    "notes_vs_gate": Setting("any", optional=True, run_only=True),
     "builder": Section("a parameter of the dataset's builder", {}, others="target", meta=("_target_",), optional=True,
                        meaning="the builder (a _target_ that returns the source's splits)"),
-    "data_dir": Str(optional=True),
+    "data_dir": Str(optional=True, run_only=True),  # where its files are kept, not what they hold
     "splits": dataclasses.replace(SPLIT_RECIPE, optional=True),
     "source": Setting("mapping", nullable=True, optional=True,
                       meaning="where the data comes from (its block's own schema: gate/data/hub.py, source_problems)"),
@@ -838,8 +847,10 @@ def encoder_section() -> Section:
         "stem": Section("a setting of encoder.stem", {
             "patch_size": Int(1), "freeze_body": Bool(), "lr": Float(0.0, low_open=True, nullable=True),
             "image_size": Int(1, nullable=True)}, others="keep", optional=True, nullable=True),
-        "paper_name": Str(optional=True, meaning="the encoder's column in the GATE paper's table"),
-        "source_top1": Float(0.0, 100.0, optional=True, meaning="its pretrained weights' published ImageNet top-1, %"),
+        # facts about an encoder gate-rank reads, not settings of a run
+        "paper_name": Str(optional=True, meaning="the encoder's column in the GATE paper's table", run_only=True),
+        "source_top1": Float(0.0, 100.0, optional=True, meaning="its pretrained weights' published ImageNet top-1, %",
+                             run_only=True),
     }, others="keep", required=True,
         renamed={"family": "architecture (conv, vit or hybrid: the body's kind, which picks the recipe)"})
 
@@ -854,3 +865,25 @@ def adapter_section(cls: type, name: str = "") -> Section | None:
         return None
     return Section(f"a setting of adapter {name or cls.__name__}", dict(own),
                    rules=tuple(getattr(cls, "setting_rules", ()) or ()), meta=(*META_KEYS, *ADAPTER_FACTS))
+
+
+# ---------------------------------------------------------------------------------------------- experiment identity
+def _group_sections() -> dict[str, Section]:
+    """The sections of the root configs' groups whose keys are declared here (an adapter's are its class's; its
+    facts are :data:`ADAPTER_FACTS`)."""
+    return {"dataset": DATASET, "encoder": encoder_section()}
+
+
+def run_only_keys(section: Section, prefix: str = "") -> tuple[str, ...]:
+    """The dotted keys of ``section`` (a root config's table, its groups' tables included) marked ``run_only``:
+    what :func:`gate.results.identity` leaves out of an experiment id."""
+    keys: list[str] = []
+    for key, setting in section.settings.items():
+        name = f"{prefix}{key}"
+        if setting.run_only:
+            keys.append(name)
+        elif isinstance(setting, Section):
+            keys += run_only_keys(setting, f"{name}.")
+        elif setting.kind == "group" and key in _group_sections():
+            keys += run_only_keys(_group_sections()[key], f"{name}.")
+    return tuple(keys)

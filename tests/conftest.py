@@ -52,10 +52,11 @@ def digits_smoke_run(tmp_path_factory):
     validation and test examples): ``(root, result)``. Tests copy what they need out of ``root``; none writes under
     it, so every test sees the same finished run."""
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     from helpers import SMOKE, compose_run
 
     root = tmp_path_factory.mktemp("digits_smoke_run")
     cfg = compose_run(root, ["dataset=digits", "encoder=resnet18_scratch", *SMOKE, "data.max_val_samples=64",
                              "data.max_test_samples=64"])
-    return root, run_finetune(cfg)
+    return root, run_finetune(parse_run(cfg))

@@ -85,6 +85,7 @@ def test_benchmark_loads_from_a_local_copy_with_a_reused_disjoint_manifest(key, 
 @pytest.mark.parametrize("key", sorted(FIXTURES))
 def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     copy = tmp_path / "copy"
     extra = FIXTURES[key](copy)
@@ -92,7 +93,7 @@ def test_benchmark_trains_one_step_with_its_default_adapter(key, tmp_path):
     if cfg.dataset.task != "few_shot":  # evaluate on a few examples (few-shot episodes need whole classes)
         cfg.data.max_val_samples = cfg.data.max_test_samples = 8
     spec = build_spec(resolved(cfg.dataset))
-    result = run_finetune(cfg)
+    result = run_finetune(parse_run(cfg))
     assert not result.skipped
     assert f"{spec.tier_metric}" in result.metrics or any(k.startswith(spec.tier_metric) for k in result.metrics)
     assert all(np.isfinite(v) for v in result.metrics.values())

@@ -112,11 +112,12 @@ def test_two_cpu_processes_give_one_record_set_with_one_devices_numbers(tmp_path
     # vit_tiny (LayerNorm): torch's SyncBatchNorm runs on GPUs only, so a BatchNorm encoder on CPU ranks normalises
     # by its own slice; with LayerNorm the two layouts compute the same function of the same global batches.
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     from helpers import compose_run
 
     # One process: in this one (the same command line; the two-process run below is the real launch).
-    run_finetune(compose_run(tmp_path / "one", [*RUN, "encoder=vit_tiny_scratch", "trainer.devices=1"]))
+    run_finetune(parse_run(compose_run(tmp_path / "one", [*RUN, "encoder=vit_tiny_scratch", "trainer.devices=1"])))
     one = [json.loads(line) for line in (tmp_path / "one" / "results" / "records.jsonl").read_text().splitlines()]
     two_proc, two = _gate_run(tmp_path / "two", ["encoder=vit_tiny_scratch", "trainer.devices=2"])
     assert {r["experiment"] for r in one} == {r["experiment"] for r in two}  # the layout is not the experiment
@@ -141,11 +142,12 @@ def test_ddp_with_an_unused_pretrained_head_runs(tmp_path):
     import torch.distributed as dist
 
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     from helpers import compose_run
 
     try:
-        run_finetune(compose_run(tmp_path, [*RUN, "trainer.devices=1", "++trainer.strategy=ddp"]))
+        run_finetune(parse_run(compose_run(tmp_path, [*RUN, "trainer.devices=1", "++trainer.strategy=ddp"])))
     finally:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()

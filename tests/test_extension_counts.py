@@ -135,7 +135,7 @@ def test_an_encoder_and_a_dataset_with_the_tables_files(own, tmp_path):
     validated and built; then a dataset with a loader of its own (YAML + module) fine-tunes that encoder."""
     from gate.engine.build import build_encoder, build_splits
     from gate.engine.training.finetune import run_finetune
-    from gate.engine.validate import validate_run_config
+    from gate.engine.validate import parse_run, validate_run_config
 
     conf, pkg = own
     counts = table()
@@ -159,7 +159,7 @@ def test_an_encoder_and_a_dataset_with_the_tables_files(own, tmp_path):
     assert len(set(written(conf, pkg)) - before) == counts["a dataset with a loader of its own"]
     cfg = _compose(tmp_path, conf, ["encoder=toy_resnet", "dataset=toy_stripes", "trainer.max_steps=4",
                                     "trainer.val_check_interval=2", "data.batch_size=8", "ensembles=[1]"])
-    result = run_finetune(cfg)
+    result = run_finetune(parse_run(cfg))
     assert not result.skipped and 0.0 <= result.metrics["acc@1"] <= 1.0
 
 

@@ -75,6 +75,7 @@ def test_lightnings_own_sigterm_exit_is_a_stop_not_a_success(tmp_path, monkeypat
     ``SystemExit()``, exit code 0; the run raises ``SystemExit(143)`` instead and records nothing."""
     from gate.engine.model import GATEModel
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     step = GATEModel.training_step
 
@@ -85,7 +86,7 @@ def test_lightnings_own_sigterm_exit_is_a_stop_not_a_success(tmp_path, monkeypat
     monkeypatch.setattr(GATEModel, "training_step", signalled_step)
     cfg = compose_run(tmp_path, [*SMOKE, "dataset=digits", *TINY_ENCODER])
     with pytest.raises(SystemExit) as stopped:
-        run_finetune(cfg)
+        run_finetune(parse_run(cfg))
     assert stopped.value.code == 128 + signal.SIGTERM
     assert not (tmp_path / "results" / "records.jsonl").exists()
 

@@ -45,6 +45,7 @@ def fixture_cfg(tmp_path: Path, key: str, write, extra: list[str] = ()):
 @pytest.mark.slow
 def test_happywhale_loads_its_five_columns_and_records_both_heads_under_qualified_names(tmp_path):
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     cfg = fixture_cfg(tmp_path, "happywhale", cls_fixtures.happywhale)
     spec = build_spec(resolved(cfg.dataset))
@@ -55,7 +56,7 @@ def test_happywhale_loads_its_five_columns_and_records_both_heads_under_qualifie
     assert sorted(set(splits["train"]["individual"])) == list(range(6))
     assert sorted(set(splits["train"]["species"])) == [0, 1, 2]
 
-    result = run_finetune(cfg)
+    result = run_finetune(parse_run(cfg))
     assert {"acc@1/individual", "acc@5/individual", "acc@1/species", "acc@5/species"} <= set(result.metrics)
     assert "acc@1" not in result.metrics and all(np.isfinite(v) for v in result.metrics.values())
     records = [json.loads(line) for line in Path(result.results_path).read_text().splitlines()]

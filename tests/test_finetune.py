@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import gate.engine.training.finetune as finetune
+from gate.engine.validate import parse_run
 from gate.results import ResultsStore
 
 from helpers import FAST, SMOKE, TINY_ENCODER, call_cli, compose_run
@@ -23,7 +24,7 @@ def digits_run(tmp_path_factory):
     validations, so the 3-checkpoint ensemble has its members)."""
     root = tmp_path_factory.mktemp("digits_run")
     cfg = compose_run(root, [*FAST, "trainer.max_steps=15", "trainer.val_check_interval=5"])
-    return root, cfg, finetune.run_finetune(cfg)
+    return root, cfg, finetune.run_finetune(parse_run(cfg))
 
 
 def test_pretrained_encoder_learns_digits_above_chance(digits_run):
@@ -50,14 +51,14 @@ def test_ensemble_of_one_equals_the_best_checkpoint(digits_run):
 def test_rerun_is_skipped_and_force_reruns_and_appends(tmp_path):
     # A smoke-sized run (4 steps): what is checked is the store's bookkeeping, not what the run learnt.
     smoke = ["dataset=digits", *SMOKE]
-    result = finetune.run_finetune(compose_run(tmp_path, smoke))
+    result = finetune.run_finetune(parse_run(compose_run(tmp_path, smoke)))
     store = ResultsStore(tmp_path / "results" / "records.jsonl")
     before = len(store.records())
     assert not result.skipped and before > 0
-    again = finetune.run_finetune(compose_run(tmp_path, smoke))
+    again = finetune.run_finetune(parse_run(compose_run(tmp_path, smoke)))
     assert again.skipped and again.experiment == result.experiment
     assert len(store.records()) == before
-    forced = finetune.run_finetune(compose_run(tmp_path, [*smoke, "force=true"]))
+    forced = finetune.run_finetune(parse_run(compose_run(tmp_path, [*smoke, "force=true"])))
     assert not forced.skipped and forced.experiment == result.experiment  # force is not part of the id
     assert len(store.records()) == 2 * before
 
@@ -119,7 +120,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(stack, "build_trainer",
                         lambda cfg, callbacks, *a: real_build(cfg, [*callbacks, CrashAfter()], *a))
     with pytest.raises(Crash):
-        finetune.run_finetune(compose_run(tmp_path, overrides))
+        finetune.run_finetune(parse_run(compose_run(tmp_path, overrides)))
     store = ResultsStore(tmp_path / "results" / "records.jsonl")
     assert store.records() == []  # nothing half-written
 
@@ -132,7 +133,7 @@ def test_interrupted_run_resumes_from_last_checkpoint(tmp_path, monkeypatch):
         return real_fit(self, *args, ckpt_path=ckpt_path, **kwargs)
 
     monkeypatch.setattr(L.Trainer, "fit", spy_fit)
-    result = finetune.run_finetune(compose_run(tmp_path, overrides))
+    result = finetune.run_finetune(parse_run(compose_run(tmp_path, overrides)))
     assert resumed_from and resumed_from[0].endswith("last.ckpt")
     # the run's cost counts the first attempt's seconds up to the checkpoint it resumed from, not the last attempt's only
     facts = result.facts
@@ -218,7 +219,7 @@ def test_identity_evaluate_test_false_records_validation_only_and_never_tests(tm
     monkeypatch.setattr(ensemble, "test_best_and_ensembles", no_test)  # (the run imports it from there)
     steps = ["trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_train_samples=64"]
     cfg = compose_run(tmp_path, [*FAST, *steps, "evaluate_test=false"])
-    result = finetune.run_finetune(cfg)
+    result = finetune.run_finetune(parse_run(cfg))
     records = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     assert {(r["split"], r["metric"]) for r in records} == {("val", "acc@1")}
     assert records[0]["config"]["evaluate_test"] is False and records[0]["facts"]["global_step"] == 4

@@ -8,6 +8,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from gate.encoders.base import EncoderOutput
+from gate.engine.validate import parse_score
 from gate.results import RUN_ONLY_KEYS, ResultsStore
 from gate.scoring.features import extract_features, feature_cache_key, feature_cache_path
 from gate.scoring.stage import _all_done, run_score
@@ -62,8 +63,8 @@ def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(t
     # Second call, in-process: the finished experiment is skipped; with force the scores are recomputed from
     # the cached features (no extraction) and equal the first ones.
     cfg = score_cfg(tmp_path, [*QUICK, "encoder=efficientnet_lite0"])
-    assert run_score(cfg).skipped
-    again = run_score(score_cfg(tmp_path, [*QUICK, "encoder=efficientnet_lite0", "force=true"]))
+    assert run_score(parse_score(cfg)).skipped
+    again = run_score(parse_score(score_cfg(tmp_path, [*QUICK, "encoder=efficientnet_lite0", "force=true"])))
     assert not again.skipped and again.features_from_cache and again.extract_seconds == 0.0
     first = by_encoder["efficientnet_lite0"]
     for name, value in again.values.items():
@@ -77,27 +78,27 @@ def test_pretrained_features_score_higher_logme_than_random_init_on_fashion_mnis
         pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
     torch.manual_seed(0)  # the random initialisation
     common = ["dataset=fashion_mnist", "max_samples=300", "image_size=48", "metrics=[logme]", "progress_bar=false"]
-    pretrained = run_score(score_cfg(tmp_path, [*common, "encoder=efficientnet_lite0"]))
-    random_init = run_score(score_cfg(tmp_path, [*common, "encoder=efficientnet_lite0",
-                                                 "encoder.pretrained=false"]))
+    pretrained = run_score(parse_score(score_cfg(tmp_path, [*common, "encoder=efficientnet_lite0"])))
+    random_init = run_score(parse_score(score_cfg(tmp_path, [*common, "encoder=efficientnet_lite0",
+                                                 "encoder.pretrained=false"])))
     assert pretrained.experiment != random_init.experiment
     assert set(pretrained.values) == {"logme"}
     assert pretrained.values["logme"] > random_init.values["logme"] + 0.05, (pretrained.values, random_init.values)
     rows = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     assert [r["metric"] for r in rows] == ["logme", "logme"]
     # Asking for more scores later computes only the missing ones, from the cached features.
-    more = run_score(score_cfg(tmp_path, [*common[:-2], "metrics=[logme,rankme]", "progress_bar=false",
-                                          "encoder=efficientnet_lite0"]))
+    more = run_score(parse_score(score_cfg(tmp_path, [*common[:-2], "metrics=[logme,rankme]", "progress_bar=false",
+                                          "encoder=efficientnet_lite0"])))
     assert set(more.values) == {"rankme"} and more.features_from_cache
 
 
 def test_score_config_errors_name_the_problem(tmp_path):
     with pytest.raises(ValueError, match="unknown metric"):
-        run_score(score_cfg(tmp_path, [*QUICK, "metrics=[logme,nope]"]))
+        run_score(parse_score(score_cfg(tmp_path, [*QUICK, "metrics=[logme,nope]"])))
     with pytest.raises(ValueError, match="split"):
-        run_score(score_cfg(tmp_path, [*QUICK, "split=holdout"]))
+        run_score(parse_score(score_cfg(tmp_path, [*QUICK, "split=holdout"])))
     with pytest.raises(ValueError, match="source"):
-        run_score(score_cfg(tmp_path, [*QUICK, "encoder=resnet18_scratch", "metrics=[leep]"]))
+        run_score(parse_score(score_cfg(tmp_path, [*QUICK, "encoder=resnet18_scratch", "metrics=[leep]"])))
 
 
 def test_cache_key_follows_what_changes_the_features(tmp_path):

@@ -184,13 +184,14 @@ def scored(tmp_path_factory):
     """One gate-score run of resnet18_scratch on 60 digits: its feature cache pair and its config."""
     from hydra import compose
 
+    from gate.engine.validate import parse_score
     from gate.scoring.stage import run_score
 
     root = tmp_path_factory.mktemp("scored")
     with composing():
         cfg = compose("score", overrides=[f"paths.root={root}", "dataset=digits", "encoder=resnet18_scratch",
                                           "max_samples=60", "progress_bar=false", "metrics=[logme]"])
-    run_score(cfg)
+    run_score(parse_score(cfg))
     pt = next((root / "cache" / "features").rglob("*.pt"))
     return root, cfg, pt
 

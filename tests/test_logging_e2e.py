@@ -8,6 +8,7 @@ import csv
 import pytest
 
 import gate.engine.training.finetune as finetune
+from gate.engine.validate import parse_run
 from gate.results import ResultsStore
 
 from helpers import compose_run
@@ -27,7 +28,7 @@ CASES = {
 
 @pytest.mark.parametrize("dataset", sorted(CASES))
 def test_short_run_writes_grad_norms_hardware_facts_and_visuals(tmp_path, capsys, dataset):
-    result = finetune.run_finetune(compose_run(tmp_path, [*TINY, *CASES[dataset]]))
+    result = finetune.run_finetune(parse_run(compose_run(tmp_path, [*TINY, *CASES[dataset]])))
     assert not result.skipped
     task = "segmentation" if dataset == "fmnist_seg" else "classification"
 

@@ -71,6 +71,7 @@ def live_tensor_bytes() -> int:
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_testing_at_paper_shapes_holds_nothing_that_grows_with_the_split(family, tmp_path, monkeypatch):
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     held: list[int] = []
     examples: list[int] = []
@@ -83,7 +84,7 @@ def test_testing_at_paper_shapes_holds_nothing_that_grows_with_the_split(family,
             held.append(live_tensor_bytes())
 
     monkeypatch.setattr(ensemble.EnsembleTester, "test_step", measured)
-    result = run_finetune(compose_run(tmp_path, [*COMMON, *FAMILIES[family]]))
+    result = run_finetune(parse_run(compose_run(tmp_path, [*COMMON, *FAMILIES[family]])))
     assert not result.skipped and all(v == v for v in result.metrics.values())
     assert len(examples) >= 3 and len(held) == 2, f"{family}: only {len(examples)} test batches; no growth to show"
     classes = max(int(result.facts.get("num_classes", 0) or 0), 150 if family == "segmentation" else 16)

@@ -5,6 +5,7 @@ a gate-rank user can set)."""
 import pytest
 
 from gate.engine.compose import hydra_compose_context
+from gate.engine.validate import parse_score
 from gate.errors import ConfigError
 from gate.ranking.scores import check_score_heads, score_values
 from gate.results import ResultsStore
@@ -27,8 +28,8 @@ def test_a_source_score_for_an_encoder_without_a_head_names_gate_ranks_key(tmp_p
     plan = expand_tier(tier, ["resnet18_scratch"], tmp_path, check_prepared=lambda d: None)
     store = ResultsStore(tmp_path / "results" / "records.jsonl")
     with pytest.raises(ConfigError) as err:
-        score_values(plan, ["digits"], ["leep", "knn_acc"], compose_score=compose_score, run_score=run_score,
-                     records=store.records, echo=lambda *a, **k: None, key=key)
+        score_values(plan, ["digits"], ["leep", "knn_acc"], compose_score=compose_score,
+                     run_score=lambda cfg: run_score(parse_score(cfg)), records=store.records, echo=lambda *a, **k: None, key=key)
     text = str(err.value)
     assert text.startswith(f"{key}=['leep', 'knn_acc'] is invalid: leep needs the source-class probabilities")
     assert "encoder resnet18_scratch lacks; drop it from " + key in text and "knn_acc" in text

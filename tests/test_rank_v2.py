@@ -449,6 +449,7 @@ def test_a_real_run_records_its_validation_curve_and_a_shorter_run_is_its_prefix
     numbers: a 6-step run validating every 2 steps passes through the 4-step run's value at step 4 (validation was
     drawing its base seed from the global stream, so they parted after the first validation)."""
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
     from gate.results import ResultsStore
 
     from helpers import SMOKE, TINY_ENCODER, compose_run
@@ -456,8 +457,8 @@ def test_a_real_run_records_its_validation_curve_and_a_shorter_run_is_its_prefix
     # dropout draws from the global stream in every training step: what a validation's draw would shift
     base = [*SMOKE, "dataset=digits", *TINY_ENCODER, "data.max_val_samples=32",
             "data.max_test_samples=32", "evaluate_test=false", "adapter.dropout=0.5"]
-    long = run_finetune(compose_run(tmp_path / "long", [*base, "trainer.max_steps=6", "trainer.val_check_interval=2"]))
-    short = run_finetune(compose_run(tmp_path / "short", [*base, "trainer.max_steps=4", "trainer.val_check_interval=4"]))
+    long = run_finetune(parse_run(compose_run(tmp_path / "long", [*base, "trainer.max_steps=6", "trainer.val_check_interval=2"])))
+    short = run_finetune(parse_run(compose_run(tmp_path / "short", [*base, "trainer.max_steps=4", "trainer.val_check_interval=4"])))
     curve = dict(map(tuple, long.facts["val_curve"]))
     assert sorted(curve) == [2, 4, 6] and long.facts["validations"] == 3
     rows = ResultsStore(tmp_path / "long" / "results" / "records.jsonl").records()

@@ -76,18 +76,18 @@ def test_a_run_continued_from_a_mid_epoch_checkpoint_equals_the_run_never_stoppe
     batches into the second epoch) continued to 24 steps ends with the weights of a 24-step run, to the bit, with
     dropout drawing from the global stream at every step."""
     from gate.engine.training.finetune import run_finetune
-    from gate.engine.validate import resolved_config
+    from gate.engine.validate import parse_run, resolved_config
     from gate.results import ResultsStore, experiment_id
 
     base = [*SMOKE, "dataset=digits", *TINY_ENCODER, "data.max_val_samples=32", "evaluate_test=false",
             "adapter.dropout=0.5", "trainer.val_check_interval=4", "keep_checkpoints=all"]
-    whole = run_finetune(compose_run(tmp_path / "whole", [*base, "trainer.max_steps=24"]))
-    short = run_finetune(compose_run(tmp_path / "cont", [*base, "trainer.max_steps=16"]))
+    whole = run_finetune(parse_run(compose_run(tmp_path / "whole", [*base, "trainer.max_steps=24"])))
+    short = run_finetune(parse_run(compose_run(tmp_path / "cont", [*base, "trainer.max_steps=16"])))
     cfg = compose_run(tmp_path / "cont", [*base, "trainer.max_steps=24"])
     into = tmp_path / "cont" / "runs" / experiment_id(resolved_config(cfg), "finetune") / "checkpoints"
     into.mkdir(parents=True)
     shutil.copy(Path(short.run_dir) / "checkpoints" / "last.ckpt", into / "last.ckpt")
-    continued = run_finetune(cfg)
+    continued = run_finetune(parse_run(cfg))
     assert continued.facts["resumed_from_step"] == 16
     a = torch.load(Path(whole.run_dir) / "checkpoints" / "last.ckpt", weights_only=True)
     b = torch.load(Path(continued.run_dir) / "checkpoints" / "last.ckpt", weights_only=True)

@@ -6,7 +6,7 @@ import pytest
 
 from gate.cli import run as run_cli
 from gate.engine.training.finetune import run_finetune
-from gate.engine.validate import resolved_config
+from gate.engine.validate import parse_run, resolved_config
 from gate.results import ExperimentLock, experiment_id
 
 from helpers import SMOKE, call_cli, compose_run
@@ -35,7 +35,7 @@ def test_twin_runs_never_share_a_run_and_force_never_deletes_a_running_one(tmp_p
 @pytest.mark.slow
 def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
     cfg = compose_run(tmp_path, [*TINY, "keep_checkpoints=all"])
-    first = run_finetune(cfg)
+    first = run_finetune(parse_run(cfg))
     ckpts = first.run_dir / "checkpoints"
     last = ckpts / "last.ckpt"
     # last.ckpt is a hard link to step=6.ckpt (the top-k file of the same step): a write of last.ckpt replaces the
@@ -47,7 +47,7 @@ def test_a_truncated_checkpoint_is_set_aside_and_the_run_resumes(tmp_path):
     last.write_bytes(data[:1000])  # killed while saving
     elsewhere = compose_run(tmp_path, [*TINY, "keep_checkpoints=all", f"paths.results={tmp_path}/other.jsonl"])
     with pytest.warns(UserWarning, match="truncated"):
-        again = run_finetune(elsewhere)  # same experiment id (paths are run-only), an empty store: runs again
+        again = run_finetune(parse_run(elsewhere))  # same experiment id (paths are run-only), an empty store: runs again
     assert again.experiment == first.experiment
     assert again.facts["resumed_from_step"] == 6  # from the newest complete checkpoint, step=6
     assert list(ckpts.glob("last.ckpt.corrupt-*"))

@@ -11,6 +11,7 @@ import shutil
 import pytest
 import torch
 
+from gate.engine.validate import parse_score
 from gate.results import ResultsStore
 from gate.scoring.features import cached_features, feature_cache_key, feature_cache_path
 from gate.scoring.stage import run_score
@@ -47,7 +48,7 @@ def test_another_encoders_cache_copied_under_this_encoders_name_is_not_scored(tm
     shutil.copy(theirs.path, mine)
     shutil.copy(theirs.path.with_suffix(".json"), mine.with_suffix(".json"))
     with pytest.warns(UserWarning, match="another feature pass"):
-        result = run_score(score_cfg(tmp_path, "encoder=resnet18_scratch", "metrics=[rankme]"))
+        result = run_score(parse_score(score_cfg(tmp_path, "encoder=resnet18_scratch", "metrics=[rankme]")))
     assert not result.features_from_cache
     facts = ResultsStore(tmp_path / "results" / "records.jsonl").records()[0]["facts"]
     assert facts["feature_dim"] == 512  # ResNet-18's width, not EfficientNet-Lite0's 1280
@@ -108,10 +109,10 @@ def test_a_damaged_cache_never_stores_label_free_scores_as_a_complete_set(tmp_pa
     damaged[:, ::2] = 0  # half the columns lost: a wrong rankme
     torch.save({**blob, "features": damaged, "labels": torch.zeros_like(blob["labels"])}, good.path)
     with pytest.warns(UserWarning, match="not the bytes its key file recorded"):
-        result = run_score(cfg)
+        result = run_score(parse_score(cfg))
     assert set(result.values) == set(FEATURE_SCORES) and not result.features_from_cache
     rows = ResultsStore(tmp_path / "results" / "records.jsonl").complete_records()
-    clean = run_score(score_cfg(tmp_path / "clean", "encoder=resnet18_scratch"))
+    clean = run_score(parse_score(score_cfg(tmp_path / "clean", "encoder=resnet18_scratch")))
     by_metric = {r["metric"]: r["value"] for r in rows}
     assert by_metric["rankme"] == pytest.approx(clean.values["rankme"], rel=1e-6)
 
@@ -126,11 +127,11 @@ def test_a_score_that_fails_stores_no_partial_set(tmp_path, monkeypatch):
     with SCORES.replacing("logme", dataclasses.replace(SCORES["logme"], fn=broken)), \
             pytest.raises(ValueError, match=r"logme failed \(a single class in the subsample\).*nothing stored.*"
                                             r"metrics=\[") as err:
-        run_score(score_cfg(tmp_path, "encoder=resnet18_scratch"))
+        run_score(parse_score(score_cfg(tmp_path, "encoder=resnet18_scratch")))
     assert "\n" not in str(err.value)
     assert ResultsStore(tmp_path / "results" / "records.jsonl").records() == []
 
 
 def test_an_empty_metrics_list_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"metrics=\[\] names no score.*metrics=null"):
-        run_score(score_cfg(tmp_path, "encoder=resnet18_scratch", "metrics=[]"))
+        run_score(parse_score(score_cfg(tmp_path, "encoder=resnet18_scratch", "metrics=[]")))

@@ -172,13 +172,14 @@ def test_shifted_encoder_learns_fashion_mnist(tmp_path, name, steps):
     one uint8 level of rounding). Here the last-20 mean ends at 0.50 (MiniLM) and 0.64 (resemblyzer) of the start;
     with 8-px patches (16 tokens, twice the time) at 0.77 and 0.78."""
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
 
     cfg = compose_run(tmp_path, [f"encoder={name}", "dataset=fashion_mnist", "image_size=32", "logger=csv",
                                  "encoder.stem.patch_size=16", "callbacks=none", f"trainer.max_steps={steps}",
                                  f"trainer.val_check_interval={steps}", "trainer.log_every_n_steps=1",
                                  "trainer.enable_progress_bar=false", "data.max_train_samples=1280",
                                  "data.max_val_samples=64", "data.max_test_samples=64", "ensembles=[1]"])
-    result = run_finetune(cfg)
+    result = run_finetune(parse_run(cfg))
     import pandas as pd
 
     metrics = pd.read_csv(next(tmp_path.rglob("metrics.csv")))

@@ -73,6 +73,7 @@ def _compose(root: Path, conf: Path, overrides=()):
 def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_path):
     from gate.engine.build import build_spec
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run
     from gate.families import TARGET_KINDS
     from gate.results import ResultsStore
 
@@ -80,7 +81,7 @@ def test_a_toy_family_registered_from_the_tests_fine_tunes_end_to_end(toy, tmp_p
     spec = build_spec(resolved(cfg.dataset))
     assert spec.task == "toy_brightness" and spec.paper_group == "Toy Reg"  # the family's summary label by default
     assert "brightness" in TARGET_KINDS  # the kind the family brought
-    result = run_finetune(cfg)
+    result = run_finetune(parse_run(cfg))
     assert not result.skipped
     assert {"mae", "mse"} <= set(result.metrics), sorted(result.metrics)
     # brightness lies in [0, 1] and the head is squashed into it: an absolute error above 1 is impossible

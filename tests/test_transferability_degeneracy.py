@@ -71,20 +71,21 @@ def test_only_the_scores_that_fit_their_rows_exactly_are_marked():
 def test_gate_score_stores_the_mark_and_the_rank_beside_the_number(tmp_path):
     """Random-init ViT-Tiny on 60 digits: 192-wide features of rank 59, SFDA 1.0 for any labels, marked. Random-init
     ResNet-18 on 120: 512 wide but of rank 22, SFDA 0.17 (chance 0.1), not marked."""
+    from gate.engine.validate import parse_score
     from gate.results import ResultsStore
     from gate.scoring.stage import run_score
 
     common = ["dataset=digits", "image_size=32", "progress_bar=false", "metrics=[sfda,logme]"]
     cfg = compose_run(tmp_path, [*common, "max_samples=60", "encoder=vit_tiny_scratch"], config_name="score")
     with pytest.warns(UserWarning, match="sfda is degenerate on vit_tiny_scratch × digits/train"):
-        result = run_score(cfg)
+        result = run_score(parse_score(cfg))
     assert result.degenerate == {"sfda": "feature rank 59 ≥ 60 rows − 10 classes"}
     assert result.values["sfda"] == pytest.approx(1.0)
     facts = {r["metric"]: r["facts"] for r in ResultsStore(tmp_path / "results" / "records.jsonl").records()}
     assert facts["sfda"]["degenerate"] == "feature rank 59 ≥ 60 rows − 10 classes" and "degenerate" not in facts["logme"]
     assert (facts["logme"]["num_classes"], facts["logme"]["feature_dim"], facts["logme"]["feature_rank"]) == (10, 192, 59)
 
-    wide = run_score(compose_run(tmp_path, [*common, "max_samples=120", "encoder=resnet18_scratch"], config_name="score"))
+    wide = run_score(parse_score(compose_run(tmp_path, [*common, "max_samples=120", "encoder=resnet18_scratch"], config_name="score")))
     assert wide.degenerate == {} and wide.values["sfda"] < 0.3
     facts = [r["facts"] for r in ResultsStore(tmp_path / "results" / "records.jsonl").records()
              if r["experiment"] == wide.experiment]

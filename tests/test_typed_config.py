@@ -110,3 +110,48 @@ def test_a_gate_run_checks_each_section_once_and_builds_its_dataset_spec_once(tm
     assert parsed.count("RunConfig") == 1, parsed
     assert counts == {"run": 1, "data": 1, "trainer": 1, "dataset": 1, "split recipe": 1}, counts
     assert built == ["digits"], built
+
+
+def _set(config: dict, dotted: str, value) -> dict:
+    import copy
+
+    changed = copy.deepcopy(config)
+    *parents, last = dotted.split(".")
+    node = changed
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    return changed
+
+
+def _declared_leaves(section: settings.Section, config: dict, prefix: str = ""):
+    """The dotted keys of ``section`` present in ``config`` that are settings (not sections), nested ones included."""
+    for key, setting in section.settings.items():
+        if key not in config:
+            continue
+        if isinstance(setting, settings.Section):
+            if isinstance(config[key], dict):
+                yield from _declared_leaves(setting, config[key], f"{prefix}{key}.")
+        elif setting.kind != "group":
+            yield f"{prefix}{key}"
+
+
+def test_a_run_only_setting_says_so_on_its_declaration_and_only_those_leave_the_experiment_id(tmp_path):
+    """What the id leaves out is read from the declarations (``run_only=True``): every such key of a real run
+    config changes nothing when its value changes, and every other declared setting it holds changes the id."""
+    from gate.results import RUN_ONLY_KEYS
+
+    config = parse_run(compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch"])).config
+    exp = experiment_id(config, "finetune")
+    marked = settings.run_only_keys(settings.RUN)
+    assert {"paths", "force", "compile", "data.num_workers", "trainer.enable_progress_bar", "dataset.tier_range",
+            "encoder.paper_name"} <= set(marked) and set(marked) <= set(RUN_ONLY_KEYS["finetune"])
+    present = [k for k in marked if k.split(".")[0] in config]
+    assert len(present) >= 10
+    for key in present:
+        assert experiment_id(_set(config, key, "changed"), "finetune") == exp, key
+    counted = [k for k in _declared_leaves(settings.RUN, config)
+               if not any(k == r or k.startswith(f"{r}.") for r in RUN_ONLY_KEYS["finetune"])]
+    assert {"seed", "image_size", "data.batch_size", "trainer.max_steps", "recipe.optimizer.lr"} <= set(counted)
+    for key in counted:
+        assert experiment_id(_set(config, key, "changed"), "finetune") != exp, key

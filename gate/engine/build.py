@@ -26,6 +26,7 @@ from ..errors import GateError
 from ..families import family
 from ..parallel import requested_world_size
 from ..settings import ADAPTER_FACTS, ENCODER_FACTS, META_KEYS
+from .model import GATEModel
 
 
 def plain_section(section: Mapping[str, Any], what: str) -> Mapping[str, Any]:
@@ -153,3 +154,18 @@ def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: Da
                         f"which is not a gate.adapters.Adapter")
     adapter.check_compatible(spec, encoder)
     return adapter
+
+
+def build_model(recipe: Any, encoder: GATEEncoder, adapter: Adapter, compile: bool | str = False) -> GATEModel:
+    """The LightningModule of a run: ``encoder`` through ``adapter``, trained by ``recipe`` (the run's typed
+    recipe: its optimizer and scheduler sections become the partials the module calls), the encoder compiled when
+    ``compile`` asks (true, or a torch.compile mode torch can honour here: the parse checked it)."""
+    model = GATEModel(encoder, adapter,
+                      optimizer=hydra.utils.instantiate(recipe.optimizer.as_dict(), _convert_="all"),
+                      scheduler=hydra.utils.instantiate(recipe.scheduler.as_dict(), _convert_="all")
+                      if recipe.scheduler else None,
+                      scheduler_interval=recipe.scheduler_interval, scheduler_monitor=recipe.scheduler_monitor,
+                      freeze_encoder=recipe.freeze_encoder)
+    if compile is not False:
+        model.encoder.compile(**({} if compile is True else {"mode": compile}))
+    return model

@@ -25,6 +25,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from .. import settings
 from ..data.spec import DatasetSpec, checked_spec
 from ..errors import ConfigError
+from ..paths import run_folder
+from ..results import experiment_id
 from ..settings import Int, check, show, target_of
 
 # Below this input resolution image benchmarks measure the resize, not the encoder: warn.
@@ -332,12 +334,16 @@ class Checked:
     run: the typed config (:data:`gate.settings.RunConfig` / :data:`~gate.settings.ScoreConfig`), which the stage
         reads; also a mapping of ``config``.
     config: the plain data it was parsed from (what the experiment id hashes and what a ``_target_`` is handed).
-    spec: the dataset's :class:`~gate.data.spec.DatasetSpec`, built once."""
+    spec: the dataset's :class:`~gate.data.spec.DatasetSpec`, built once.
+    experiment: its experiment id (:func:`gate.results.experiment_id` of ``config``), hashed once.
+    run_dir: the experiment's folder under ``paths.runs`` (its lock, checkpoints and logs)."""
 
     command: str                 # gate-run | gate-score
     config: dict[str, Any]
     run: settings.Parsed
     spec: DatasetSpec
+    experiment: str
+    run_dir: Path
     uses_lightning: bool = True  # the stage trains or extracts features: Lightning's chatter is quieted first
 
 
@@ -355,7 +361,10 @@ def _plain(cfg: Any) -> tuple[dict[str, Any], Any]:
 
 def _checked(command: str, section: settings.Section, name: str, config: dict[str, Any]) -> Checked:
     # the dataset section passed the validation just before (the one dataset check): its spec is built, not re-checked
-    return Checked(command, config, settings.build(section, config, name), checked_spec(config["dataset"]))
+    run = settings.build(section, config, name)
+    experiment = experiment_id(config, "finetune" if command == "gate-run" else "score")
+    return Checked(command, config, run, checked_spec(config["dataset"]), experiment,
+                   run_folder(run.paths.runs, experiment))
 
 
 def parse_run(cfg: Any) -> Checked:

@@ -202,6 +202,7 @@ def contexts(plan: Any, searchpath: list[str], echo: Callable[..., None] = print
     """The proxy's ways of composing and running gate-run / gate-score in this process."""
     from gate.engine.compose import hydra_compose_context
     from gate.engine.training.finetune import run_finetune
+    from gate.engine.validate import parse_run, parse_score
     from gate.ranking.proxy import ProxyContext
     from gate.scoring.stage import run_score
     from gate.tiers.expand import searchpath_override
@@ -220,9 +221,9 @@ def contexts(plan: Any, searchpath: list[str], echo: Callable[..., None] = print
                 return hydra_compose(kind, overrides=[*sp, *overrides] if kind == "score" else list(overrides))
         return go
 
-    ctx = ProxyContext(compose=compose("run"), run=run_finetune, records=lambda: store.complete_records(),
-                       runs_dir=plan.root / "runs", echo=echo)
-    return ctx, compose("score"), run_score
+    ctx = ProxyContext(compose=compose("run"), run=lambda cfg: run_finetune(parse_run(cfg)),
+                       records=lambda: store.complete_records(), runs_dir=plan.root / "runs", echo=echo)
+    return ctx, compose("score"), lambda cfg: run_score(parse_score(cfg))
 
 
 def write(result: RankResult, prepared: Prepared, out: Path, report: bool) -> dict[str, Path]:

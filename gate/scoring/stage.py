@@ -32,13 +32,10 @@ import time
 import warnings
 from pathlib import Path
 
-from omegaconf import DictConfig
-
 from .. import signals
-from ..engine.validate import Checked, parse_score
+from ..engine.validate import Checked
 from ..families import families, family
-from ..paths import run_folder
-from ..results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
+from ..results import ExperimentLock, Record, ResultsStore, git_describe, identity
 
 
 class NeedsSourceHead(ValueError):
@@ -102,10 +99,12 @@ def _wanted(names: list[str] | None, has_probs: bool | None) -> list[str]:
     return applicable_scores(has_probs)
 
 
-def run_score(cfg: DictConfig | Checked) -> ScoreResult:
-    """Score ``cfg.encoder`` on ``cfg.split`` of ``cfg.dataset`` (a composed ``score.yaml``, or one gate-score's
-    parse already checked), appending records."""
-    checked = cfg if isinstance(cfg, Checked) else parse_score(cfg)
+def run_score(checked: Checked) -> ScoreResult:
+    """Score the encoder on the split of the dataset of ``checked`` (a composed ``score.yaml`` parsed once, where it
+    was composed: :func:`gate.engine.validate.parse_score`), appending records."""
+    if not isinstance(checked, Checked):
+        raise TypeError(f"run_score takes gate-score's parse, got a {type(checked).__name__}: "
+                        f"run_score(gate.engine.validate.parse_score(cfg))")
     label = f"{checked.run.encoder['name']} × {checked.spec.name}/{checked.run.split}"
     return dataclasses.replace(_run(checked), label=label)
 
@@ -113,7 +112,7 @@ def run_score(cfg: DictConfig | Checked) -> ScoreResult:
 def _run(checked: Checked) -> ScoreResult:
     run, config = checked.run, checked.config  # checked and typed once (gate.settings.ScoreConfig)
     ident = identity(config, "score")
-    exp = experiment_id(config, "score")
+    exp = checked.experiment
     store = ResultsStore(run.paths.results)
     task = checked.spec.task
     if not family(task).transferability:
@@ -132,7 +131,7 @@ def _run(checked: Checked) -> ScoreResult:
     done = {r["metric"] for r in store.complete_records(exp, "score")}
     if not force and _all_done(names, done):
         return ScoreResult(exp, True, {}, {}, store.path)
-    with ExperimentLock(run_folder(run.paths.runs, exp), exp):
+    with ExperimentLock(checked.run_dir, exp):
         done = {r["metric"] for r in store.complete_records(exp, "score")}  # a twin may have finished meanwhile
         if not force and _all_done(names, done):
             return ScoreResult(exp, True, {}, {}, store.path)

@@ -25,7 +25,6 @@ import pandas as pd
 
 from gate.files import atomic_write_text
 from gate.paths import path_part
-from gate.results import experiment_id
 
 COST_FACTS = (("wall_seconds", "wall_hours", 1 / 3600), ("cpu_seconds", "cpu_hours", 1 / 3600),
               ("gpu_hours", "gpu_hours", 1.0), ("energy_kwh", "energy_kwh", 1.0))
@@ -49,7 +48,7 @@ def score_tier(plan, *, overrides: Sequence[str] = (), searchpath: Sequence[str]
     transferability scores (:attr:`gate.families.TaskFamily.transferability`); returns the score experiment ids
     and the failures (one line each). Already stored scores are not recomputed."""
     from gate.engine.compose import hydra_compose_context
-    from gate.engine.validate import resolved_config
+    from gate.engine.validate import parse_score
     from gate.families import family
     from gate.scoring.stage import run_score
     from gate.tiers.expand import searchpath_override
@@ -69,9 +68,9 @@ def score_tier(plan, *, overrides: Sequence[str] = (), searchpath: Sequence[str]
                    *overrides]
             started = time.monotonic()
             try:
-                cfg = compose("score", overrides=ovs)
-                ids.add(experiment_id(resolved_config(cfg), "score"))
-                result = run_score(cfg)
+                checked = parse_score(compose("score", overrides=ovs))
+                ids.add(checked.experiment)
+                result = run_score(checked)
             except Exception as err:  # noqa: BLE001 - one failed score does not lose the tier's report
                 failures.append(f"gate-score {enc} × {ds}: {' '.join(str(err).split())[:300]}")
                 echo(f"[gate] score  FAILED {enc} × {ds}: {failures[-1]}", flush=True)

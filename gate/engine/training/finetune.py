@@ -17,15 +17,13 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from ... import signals
 from ...data.hub import unavailable_copy_of
 from ...errors import DatasetUnavailable
 from ...files import no_space
-from ...paths import checkpoints_folder, run_folder
-from ...results import ExperimentLock, Record, ResultsStore, experiment_id, git_describe, identity
-from ..validate import Checked, parse_run
+from ...paths import checkpoints_folder
+from ...results import ExperimentLock, Record, ResultsStore, git_describe, identity
+from ..validate import Checked
 from .devices import check_devices
 from .distributed import process_rank
 
@@ -60,10 +58,13 @@ class FinetuneResult:
         return 0
 
 
-def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
-    """Run the experiment ``cfg`` (a composed ``run.yaml``, or one gate-run's parse already checked) unless the
-    store already has it."""
-    checked = parse_run(cfg) if not isinstance(cfg, Checked) else cfg  # every problem, before anything is built
+def run_finetune(checked: Checked) -> FinetuneResult:
+    """Run the experiment ``checked`` (a composed ``run.yaml`` parsed once, where it was composed:
+    :func:`gate.engine.validate.parse_run`, which reports every problem before anything is built) unless the store
+    already has it."""
+    if not isinstance(checked, Checked):
+        raise TypeError(f"run_finetune takes gate-run's parse, got a {type(checked).__name__}: "
+                        f"run_finetune(gate.engine.validate.parse_run(cfg))")
     result = _run(checked)
     run = checked.run
     label = f"{run.encoder['name']} × {checked.spec.name} × {run.adapter['name']} × {run.recipe.name} (seed {run.seed})"
@@ -71,10 +72,8 @@ def run_finetune(cfg: DictConfig | Checked) -> FinetuneResult:
 
 
 def _run(checked: Checked) -> FinetuneResult:
-    run = checked.run
-    exp = experiment_id(checked.config, "finetune")
+    run, exp, run_dir = checked.run, checked.experiment, checked.run_dir
     store = ResultsStore(run.paths.results)
-    run_dir = run_folder(run.paths.runs, exp)
     force = run.force
     store.check_writable()  # a store that cannot take the records: said now, not after hours of training
     if store.has_experiment(exp, kind="finetune") and not force:
@@ -100,11 +99,9 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
     aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
     # The training stack, imported here: a run already stored, or one whose data is missing, is answered without it
-    import hydra
     import lightning as L
 
-    from ..build import build_adapter, build_datamodule, build_encoder, instantiate_component
-    from ..model import GATEModel
+    from ..build import build_adapter, build_datamodule, build_encoder, build_model, instantiate_component
     from .checkpoints import prune, resume_point
     from .ensemble import ranked_checkpoints, test_best_and_ensembles
     from .loggers import finish as finish_logger
@@ -125,16 +122,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     if spec.tier_metric != adapter.monitor:   # and the tier metric's, where it differs (tier_val_curve)
         facts.tier_monitor = f"val/{spec.tier_metric}"
     datamodule = build_datamodule(run, encoder, adapter, spec)
-    recipe = run.recipe
-    model = GATEModel(encoder, adapter,
-                      optimizer=hydra.utils.instantiate(recipe.optimizer.as_dict(), _convert_="all"),
-                      scheduler=hydra.utils.instantiate(recipe.scheduler.as_dict(), _convert_="all")
-                      if recipe.scheduler else None,
-                      scheduler_interval=recipe.scheduler_interval, scheduler_monitor=recipe.scheduler_monitor,
-                      freeze_encoder=recipe.freeze_encoder)
-
-    if run.compile is not False:  # true or a torch.compile mode torch can honour here
-        model.encoder.compile(**({} if run.compile is True else {"mode": run.compile}))
+    model = build_model(run.recipe, encoder, adapter, compile=run.compile)
 
     logger = instantiate_component(run.logger, name=exp) if run.logger else None
     ensemble_sizes = run.ensembles if run.evaluate_test else ()
