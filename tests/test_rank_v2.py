@@ -631,21 +631,29 @@ def test_halving_judges_each_pair_by_the_net_share_of_blocks_settling_it_and_len
 
 
 def test_a_longer_run_continues_a_shorter_ones_checkpoint_and_counts_only_its_own_seconds(tmp_path):
-    """halving's continuation: the shorter run's last checkpoint is copied into the longer run's folder (gate-run
-    resumes from it), never over a checkpoint the longer run has of its own (an interrupted start resumes itself),
-    and not from a checkpoint that is gone. A continued run carries the shorter run's seconds up to its checkpoint
-    (12.5 of its 30.0), which the shorter run's own record counts: 17.5 are its own; an interrupted continuation
-    (resumed at another step) is counted whole."""
+    """halving's continuation: the shorter run's last checkpoint is shared with the longer run's folder (a hard link:
+    no copy of the model's state; gate-run resumes from it), never over a checkpoint the longer run has of its own (an
+    interrupted start resumes itself), and not from a checkpoint that is gone. Checkpoints are replaced by a rename,
+    never rewritten in place, so a new checkpoint of either run leaves the other's as it was. A continued run carries
+    the shorter run's seconds up to its checkpoint (12.5 of its 30.0), which the shorter run's own record counts: 17.5
+    are its own; an interrupted continuation (resumed at another step) is counted whole."""
+    import torch
+
+    from gate.files import atomic_torch_save
     from gate.ranking.proxy import continue_into, continued_seconds
 
     short = tmp_path / "short" / "checkpoints" / "last.ckpt"
     short.parent.mkdir(parents=True)
-    short.write_bytes(b"state at step 16")
+    atomic_torch_save(short, {"step": 16}, "a checkpoint")
     longer = tmp_path / "longer"
-    assert continue_into(short, longer) and (longer / "checkpoints" / "last.ckpt").read_bytes() == b"state at step 16"
-    short.write_bytes(b"another state")
+    continued = longer / "checkpoints" / "last.ckpt"
+    assert continue_into(short, longer) and continued.read_bytes() == short.read_bytes()
+    assert continued.stat().st_ino == short.stat().st_ino  # shared, not copied
+    atomic_torch_save(continued, {"step": 24}, "a checkpoint")  # the longer run's next checkpoint
+    assert torch.load(short, weights_only=True) == {"step": 16}  # the shorter run's stays its own
+    atomic_torch_save(short, {"step": 17}, "a checkpoint")
     assert not continue_into(short, longer)  # its own checkpoint stays
-    assert (longer / "checkpoints" / "last.ckpt").read_bytes() == b"state at step 16"
+    assert torch.load(continued, weights_only=True) == {"step": 24}
     assert not continue_into(tmp_path / "gone" / "last.ckpt", tmp_path / "other")
     assert not (tmp_path / "other" / "checkpoints" / "last.ckpt").exists()
     facts = {"wall_seconds": 30.0, "earlier_wall_seconds": 12.5, "resumed_from_step": 16}

@@ -6,7 +6,6 @@ run validated 0.0625 and 0.094."""
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
@@ -76,19 +75,21 @@ def test_a_run_continued_from_a_mid_epoch_checkpoint_equals_the_run_never_stoppe
     batches into the second epoch) continued to 24 steps ends with the weights of a 24-step run, to the bit, with
     dropout drawing from the global stream at every step."""
     from gate.engine.training.finetune import run_finetune
-    from gate.engine.validate import parse_run, resolved_config
-    from gate.results import ResultsStore, experiment_id
+    from gate.engine.validate import parse_run
+    from gate.ranking.proxy import continue_into
+    from gate.results import ResultsStore
 
     base = [*SMOKE, "dataset=digits", *TINY_ENCODER, "data.max_val_samples=32", "evaluate_test=false",
             "adapter.dropout=0.5", "trainer.val_check_interval=4", "keep_checkpoints=all"]
     whole = run_finetune(parse_run(compose_run(tmp_path / "whole", [*base, "trainer.max_steps=24"])))
     short = run_finetune(parse_run(compose_run(tmp_path / "cont", [*base, "trainer.max_steps=16"])))
-    cfg = compose_run(tmp_path / "cont", [*base, "trainer.max_steps=24"])
-    into = tmp_path / "cont" / "runs" / experiment_id(resolved_config(cfg), "finetune") / "checkpoints"
-    into.mkdir(parents=True)
-    shutil.copy(Path(short.run_dir) / "checkpoints" / "last.ckpt", into / "last.ckpt")
-    continued = run_finetune(parse_run(cfg))
+    checked = parse_run(compose_run(tmp_path / "cont", [*base, "trainer.max_steps=24"]))
+    shorter = Path(short.run_dir) / "checkpoints" / "last.ckpt"
+    before = shorter.read_bytes()
+    assert continue_into(shorter, checked.run_dir)  # gate-rank's halving: the checkpoint shared, not copied
+    continued = run_finetune(checked)
     assert continued.facts["resumed_from_step"] == 16
+    assert shorter.read_bytes() == before  # the continued run's checkpoints never wrote into the shorter run's
     a = torch.load(Path(whole.run_dir) / "checkpoints" / "last.ckpt", weights_only=True)
     b = torch.load(Path(continued.run_dir) / "checkpoints" / "last.ckpt", weights_only=True)
     assert a["global_step"] == b["global_step"] == 24

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -106,18 +107,29 @@ def continue_into(checkpoint: Path, run_dir: Path) -> bool:
     """Start a run in ``run_dir`` from a shorter run's ``checkpoint`` (gate-run resumes from it: a run resumed
     mid-epoch is the run never stopped, tests/test_resume_exact.py). False where there is nothing to start from: the
     checkpoint is gone (pruned, or a twin call's), or the run has a checkpoint of its own (an interrupted start)."""
-    import shutil
-
     from gate.files import atomic_write
 
     target = checkpoints_folder(run_dir) / LAST_CHECKPOINT
     if target.exists():
         return False
     try:
-        atomic_write(target, lambda tmp: shutil.copyfile(checkpoint, tmp), "a checkpoint to continue from")
+        atomic_write(target, lambda tmp: _share(checkpoint, tmp), "a checkpoint to continue from")
     except (OSError, GateError):
         return False
     return True
+
+
+def _share(checkpoint: Path, tmp: str) -> None:
+    """``checkpoint`` under the name ``tmp``: a hard link where the filesystem allows one (a large model's state is not
+    copied; safe because a checkpoint is only ever replaced by a rename, never rewritten in place:
+    :class:`gate.engine.training.checkpoints.SafeCheckpointIO`), else a copy."""
+    import shutil
+
+    os.unlink(tmp)
+    try:
+        os.link(checkpoint, tmp)
+    except OSError:
+        shutil.copyfile(checkpoint, tmp)
 
 
 def continued_seconds(facts: Mapping[str, Any], from_step: int) -> float | None:
