@@ -56,15 +56,29 @@ def test_a_gate_run_checks_its_config_once(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(spec_module.DatasetSpec, "__post_init__",
                         counting("spec", spec_module.DatasetSpec.__post_init__))
     monkeypatch.setattr(build, "checked_recipe", counting("split recipe", build.checked_recipe))
-    real_resolved, real_plain_of = validate.resolved_config, validate._resolved
+    real_resolved, real_plain_of = validate.resolved_config, validate.resolved
     monkeypatch.setattr(validate, "resolved_config", counting("resolved", real_resolved))
-    monkeypatch.setattr(validate, "_resolved", lambda cfg: (counting("resolved", real_plain_of)
+    monkeypatch.setattr(validate, "resolved", lambda cfg: (counting("resolved", real_plain_of)
                                                             if OmegaConf.is_config(cfg) else real_plain_of)(cfg))
     out = call_cli(run.main, [*SMOKE, "dataset=digits", *TINY_ENCODER, f"paths.root={tmp_path}"], capsys,
                    prog="gate-run")
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     assert "test/" in out.stdout
     assert calls == {"run config": 1, "dataset section": 1, "spec": 1, "split recipe": 1, "resolved": 1}, calls
+
+
+@pytest.mark.parametrize("command,key", [("run", "seed"), ("score", "seed"), ("rank", "budget"),
+                                         ("analysis", "results"), ("eevee", "table")])
+def test_an_interpolation_that_cannot_resolve_is_the_same_one_line_for_every_command(command, key, tmp_path, capsys):
+    """Every parse resolves its config through gate.engine.validate.resolved (gate-rank's read it with OmegaConf
+    itself and printed OmegaConf's bare message)."""
+    import importlib
+
+    main = importlib.import_module(f"gate.cli.{command}").main
+    out = call_cli(main, [f"paths.root={tmp_path}", f"{key}=${{nope}}"], capsys, prog=f"gate-{command}")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.returncode == 2 and len(lines) == 1, out.stderr
+    assert lines[0].startswith(f"gate-{command}: error: the config does not resolve: Interpolation key 'nope'")
 
 
 def test_a_warning_prints_as_one_line():

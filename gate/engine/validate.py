@@ -36,8 +36,9 @@ IMAGE_SIZE_FLOOR = 32
 _raise_if_any = settings.raise_problems
 
 
-def _resolved(cfg: Any) -> dict[str, Any]:
-    """The config as plain data; an interpolation that cannot resolve is a config error naming it."""
+def resolved(cfg: Any) -> dict[str, Any]:
+    """The config as plain data (every command's parse reads it so); an interpolation that cannot resolve is a
+    config error naming it."""
     if isinstance(cfg, Mapping) and not OmegaConf.is_config(cfg):
         return dict(cfg)
     try:
@@ -284,7 +285,7 @@ def validate_run_config(cfg: Any, root: Any = None) -> dict[str, Any]:
     """Check a composed ``run.yaml``; returns it as plain resolved data. Raises ConfigError listing every problem
     of the run's own settings, else every problem of its adapter, dataset, encoder and their rules across sections
     (``root``: the output root as the user gave it, where ``cfg`` holds it made absolute)."""
-    plain = _resolved(cfg)
+    plain = resolved(cfg)
     problems = check(plain, settings.RUN)
     _raise_if_any(problems, "gate-run config")  # at once: the checks below import torch (seconds)
     from ..parallel import requested_world_size
@@ -299,7 +300,7 @@ def validate_run_config(cfg: Any, root: Any = None) -> dict[str, Any]:
 
 def validate_score_config(cfg: Any, root: Any = None) -> dict[str, Any]:
     """Check a composed ``score.yaml``; returns it as plain resolved data."""
-    plain = _resolved(cfg)
+    plain = resolved(cfg)
     _raise_if_any(check(plain, settings.SCORE), "gate-score config")  # at once, as gate-run's
     problems = []
     max_samples, classes = plain.get("max_samples"), _section(plain, "dataset").get("num_classes")
@@ -385,7 +386,7 @@ def validate_command_config(cfg: Any, section: settings.Section, what: str) -> d
     """Check a composed root config against its declared ``section`` (gate-analysis' ANALYSIS, gate-eevee's
     EEVEE_COMMAND, gate-data's DATA_COMMAND): a key nothing reads (``+partial_tier=true``) or a value of the wrong
     type is one line before any work; returns it as plain resolved data."""
-    plain = _resolved(cfg)
+    plain = resolved(cfg)
     _raise_if_any(check(plain, section), what)
     return plain
 
@@ -394,7 +395,7 @@ def validate_tier_config(cfg: Any) -> dict[str, Any]:
     """Check a composed ``tier_run.yaml`` (gate-tier's settings and its ``launcher:`` section, declared in
     :mod:`gate.settings`); returns it as plain resolved data. The tier file itself is checked when it is loaded
     (:func:`gate.tiers.spec.parse_tier`)."""
-    plain = _resolved(cfg)
+    plain = resolved(cfg)
     problems = check(plain, settings.TIER_RUN)
     overrides = plain.get("overrides")
     if settings.TIER_RUN.settings["overrides"].valid(overrides):

@@ -69,11 +69,11 @@ def parse(cfg: Any) -> RankCall:
     """The composed ``rank.yaml`` as plain data, its own problems (budget, pool, scores, history, ...) checked
     before the tier is expanded (:func:`gate.ranking.request.check_request`)."""
     from hydra.core.hydra_config import HydraConfig
-    from omegaconf import OmegaConf
 
+    from gate.engine.validate import resolved
     from gate.ranking.request import check_request
 
-    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain = resolved(cfg)
     check_request(plain)
     return RankCall(plain, [str(s) for s in (HydraConfig.get().searchpath or [])])
 
