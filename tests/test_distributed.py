@@ -153,3 +153,17 @@ def test_ddp_with_an_unused_pretrained_head_runs(tmp_path):
             dist.destroy_process_group()
     rows = [json.loads(line) for line in (tmp_path / "results" / "records.jsonl").read_text().splitlines()]
     assert {r["metric"] for r in rows if r["split"] == "test"} >= {"acc@1", "ensemble_2/acc@1"}
+
+
+@pytest.mark.parametrize("env", [{}, {"RANK": "1"}, {"LOCAL_RANK": "2"}, {"SLURM_PROCID": "3", "LOCAL_RANK": "1"},
+                                 {"JSM_NAMESPACE_RANK": "4"}, {"RANK": "0", "SLURM_PROCID": "5"}])
+def test_the_rank_read_without_lightning_is_the_one_lightning_reads(env, monkeypatch):
+    from lightning.fabric.utilities.rank_zero import _get_rank
+
+    from gate.engine.training.distributed import RANK_VARIABLES, environment_rank
+
+    for key in RANK_VARIABLES:
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert environment_rank() == (_get_rank() or 0)

@@ -13,18 +13,31 @@ segmentation's batch Dice), it does (:func:`gate.parallel.layout_identity`).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from ...parallel import requested_world_size
 
+#: Where a launcher (Lightning, torchrun, SLURM, LSF) puts a process's rank, in the order Lightning reads them
+#: (``lightning.fabric.utilities.rank_zero._get_rank``; tests/test_distributed.py compares the two).
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK")
+
 
 def process_rank() -> int:
-    """This process's global rank (0 unless launched as another rank by Lightning, SLURM or torchrun); Lightning
-    reads it from the launcher's environment when it is imported."""
-    from lightning.fabric.utilities.rank_zero import rank_zero_only
+    """This process's global rank (0 unless launched as another rank by Lightning, SLURM or torchrun). Lightning
+    sets it on ``rank_zero_only`` when it is imported (from the launcher's environment) and again when its strategy
+    starts; a process that has not imported Lightning (a run answered from the store, or refused before training)
+    reads the environment as Lightning would, without importing it (seconds)."""
+    from lightning_utilities.core.rank_zero import rank_zero_only  # the object Lightning sets (not Lightning)
 
-    return int(getattr(rank_zero_only, "rank", 0) or 0)
+    rank = getattr(rank_zero_only, "rank", None)
+    return int(rank) if rank is not None else environment_rank()
+
+
+def environment_rank() -> int:
+    """The rank a launcher gave this process in its environment (:data:`RANK_VARIABLES`, the first one set), or 0."""
+    return int(next((os.environ[key] for key in RANK_VARIABLES if os.environ.get(key) is not None), 0) or 0)
 
 
 def ddp_strategy(trainer_cfg: Mapping[str, Any]):
