@@ -132,6 +132,21 @@ def test_gate_errors_are_one_line_with_exit_code_2(files, tmp_path):
         assert word in lines[0]
 
 
+def _gate_run_reporting_the_training_stack(args: list[str]) -> subprocess.CompletedProcess:
+    """gate-run ``args`` in a fresh interpreter whose last line of stdout is its exit code and which of Lightning and
+    torchmetrics it imported."""
+    code = ("import sys\n"
+            "from gate.cli.run import main\n"
+            f"sys.argv = ['gate-run', *{args!r}]\n"
+            "try:\n"
+            "    code = main() or 0\n"
+            "except SystemExit as stop:\n"
+            "    code = stop.code\n"
+            "print(code, sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+
+
 def test_a_stored_experiment_is_answered_before_the_training_stack_is_imported(tmp_path):
     """gate-run of an experiment the store holds says so without importing Lightning or torchmetrics (the rank that
     decides who prints is read from the environment as Lightning reads it: importing Lightning took 4 of the 9 s
@@ -147,16 +162,7 @@ def test_a_stored_experiment_is_answered_before_the_training_stack_is_imported(t
         experiment=checked.experiment, kind="finetune", encoder="resnet18_scratch", dataset="digits",
         task="classification", adapter="linear_classifier", recipe="conv", seed=0, split="val", metric="acc@1",
         value=0.5)])
-    code = ("import sys\n"
-            "from gate.cli.run import main\n"
-            f"sys.argv = ['gate-run', {', '.join(repr(o) for o in overrides)}, 'paths.root={tmp_path}']\n"
-            "try:\n"
-            "    code = main() or 0\n"
-            "except SystemExit as stop:\n"
-            "    code = stop.code\n"
-            "print(code, sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
-    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = _gate_run_reporting_the_training_stack([*overrides, f"paths.root={tmp_path}"])
     assert f"experiment {checked.experiment}" in out.stdout and "skipping" in out.stdout, out.stdout + out.stderr
     assert out.stdout.strip().splitlines()[-1] == "0 []", out.stdout[-2000:] + out.stderr[-2000:]
 
@@ -164,15 +170,8 @@ def test_a_stored_experiment_is_answered_before_the_training_stack_is_imported(t
 def test_a_dataset_not_prepared_here_is_one_line_before_the_training_stack_is_imported(tmp_path):
     """gate-run on a pool benchmark without its local copy: the loader's own line (gate.data.hub.unavailable_copy,
     which the loader raises too), exit 2, said before Lightning and torchmetrics are imported (seconds)."""
-    code = ("import sys\n"
-            "from gate.cli.run import main\n"
-            f"sys.argv = ['gate-run', 'dataset=cifar100', 'encoder=resnet18_scratch', 'paths.root={tmp_path}']\n"
-            "try:\n"
-            "    main()\n"
-            "except SystemExit as stop:\n"
-            "    print(stop.code, sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
-    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    out = _gate_run_reporting_the_training_stack(["dataset=cifar100", "encoder=resnet18_scratch",
+                                                  f"paths.root={tmp_path}"])
     assert out.stdout.strip().splitlines()[-1] == "2 []", out.stdout[-2000:] + out.stderr[-2000:]
     (line,) = [ln for ln in out.stderr.splitlines() if ln.strip()]
     assert line.startswith(f"gate-run: error: dataset 'cifar100' is not on disk (no local copy at {tmp_path}/data/cifar100); "
