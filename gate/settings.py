@@ -878,12 +878,13 @@ def run_only_keys(section: Section, prefix: str = "") -> tuple[str, ...]:
     """The dotted keys of ``section`` (a root config's table, its groups' tables included) marked ``run_only``:
     what :func:`gate.results.identity` leaves out of an experiment id."""
     keys: list[str] = []
+    groups = _group_sections()
     for key, setting in section.settings.items():
         name = f"{prefix}{key}"
         if setting.run_only:
             keys.append(name)
         elif isinstance(setting, Section):
             keys += run_only_keys(setting, f"{name}.")
-        elif setting.kind == "group" and key in _group_sections():
-            keys += run_only_keys(_group_sections()[key], f"{name}.")
+        elif setting.kind == "group" and key in groups:
+            keys += run_only_keys(groups[key], f"{name}.")
     return tuple(keys)

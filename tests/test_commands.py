@@ -81,6 +81,20 @@ def test_an_interpolation_that_cannot_resolve_is_the_same_one_line_for_every_com
     assert lines[0].startswith(f"gate-{command}: error: the config does not resolve: Interpolation key 'nope'")
 
 
+def test_a_stage_handed_a_composed_config_says_to_parse_it_first(tmp_path):
+    """run_finetune and run_score take their command's parse (checked once, where the config was composed)."""
+    from gate.engine.training.finetune import run_finetune
+    from gate.scoring.stage import run_score
+
+    cfg = compose_run(tmp_path, ["dataset=digits", "encoder=resnet18_scratch"])
+    with pytest.raises(TypeError, match=r"^run_finetune takes gate-run's parse, got a DictConfig: "
+                                        r"run_finetune\(gate\.engine\.validate\.parse_run\(cfg\)\)$"):
+        run_finetune(cfg)
+    with pytest.raises(TypeError, match=r"^run_score takes gate-score's parse, got a dict: "
+                                        r"run_score\(gate\.engine\.validate\.parse_score\(cfg\)\)$"):
+        run_score({"dataset": "digits"})
+
+
 def test_a_warning_prints_as_one_line():
     """scikit-learn's convergence warning spans six lines (a URL each); gate's printout keeps one line per warning."""
     from gate.cli.common import _one_line_warning
