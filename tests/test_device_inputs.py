@@ -127,10 +127,11 @@ def test_pin_memory_without_cuda_is_one_line_not_an_error_and_facts_say_what_ran
     from gate.engine.training.finetune import run_finetune
     from gate.engine.validate import parse_run
 
-    from helpers import compose_run
+    from helpers import TINY_ENCODER, compose_run
 
     monkeypatch.setattr(loading, "uses_cuda", lambda trainer: False)
-    cfg = compose_run(tmp_path, ["preset=smoke", "data.pin_memory=true", "data.num_workers=auto"])
+    cfg = compose_run(tmp_path, ["preset=smoke", "dataset=digits", *TINY_ENCODER, "data.pin_memory=true",
+                                 "data.num_workers=auto"])
     result = run_finetune(parse_run(cfg))
     assert "[gate] data.pin_memory=true ignored" in capsys.readouterr().out
     assert result.facts["pin_memory"] is False and result.facts["num_workers"] == 0

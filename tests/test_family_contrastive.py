@@ -14,7 +14,7 @@ from gate.data.standins.pairs import fmnist_pairs
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import call_cli, compose_run, resolved
+from helpers import TINY_ENCODER, call_cli, compose_run, resolved
 
 TINY = ["dataset=fmnist_pairs", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]
@@ -193,7 +193,7 @@ def test_gate_run_end_to_end(tmp_path, capsys):
     # gate-run's main() in this process (gate-run's real process is tests/test_finetune.py's)
     from gate.cli import run as run_cli
 
-    args = ["dataset=fmnist_pairs", "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
+    args = ["dataset=fmnist_pairs", *TINY_ENCODER, "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
             "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]", f"paths.root={tmp_path}",
             "dataset.builder.train_size=32", "dataset.builder.val_size=16", "dataset.builder.test_size=16",
             "data.batch_size=8", "data.eval_batch_size=8", "adapter.retrieval_candidates=8"]

@@ -12,7 +12,7 @@ from gate.data.spec import DatasetSpec
 from gate.data.standins.few_shot import fmnist_fewshot
 from gate.encoders.base import EncoderOutput
 
-from helpers import call_cli
+from helpers import TINY_ENCODER, call_cli
 
 TINY = dict(train_per_class=25, val_per_class=12, test_per_class=12)
 NAMES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
@@ -268,7 +268,7 @@ def test_gate_run_fmnist_fewshot_end_to_end(tmp_path, capsys):
     from gate.cli import run as run_cli
     from gate.results import ResultsStore
 
-    args = ["dataset=fmnist_fewshot", "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
+    args = ["dataset=fmnist_fewshot", *TINY_ENCODER, "image_size=32", "trainer.max_steps=4", "trainer.val_check_interval=2",
             "logger=csv", "trainer.enable_progress_bar=false", "ensembles=[1,2]", f"paths.root={tmp_path}",
             "dataset.builder.train_per_class=20", "dataset.builder.val_per_class=10",
             "dataset.builder.test_per_class=10", "adapter.val_episodes=2", "adapter.test_episodes=3",

@@ -12,7 +12,7 @@ from gate.data.spec import DatasetSpec
 from gate.data.standins.multilabel import CLASS_NAMES, fmnist_multilabel
 from gate.metrics import lookup
 
-from helpers import SMOKE, call_cli
+from helpers import SMOKE, TINY_ENCODER, call_cli
 
 NAMES = ("a", "b", "c")
 SPEC = DatasetSpec(name="toy", modality="image", task="multilabel", num_classes=3, class_names=NAMES,
@@ -143,7 +143,7 @@ def test_gate_run_end_to_end(tmp_path, capsys):
     from gate.results import ResultsStore
 
     # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
-    args = ["dataset=fmnist_multilabel", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+    args = ["dataset=fmnist_multilabel", *SMOKE, *TINY_ENCODER, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
             "dataset.builder.train_size=24", "dataset.builder.val_size=12", "dataset.builder.test_size=12",
             "data.batch_size=8"]
     done = call_cli(run_cli.main, args, capsys, prog="gate-run")

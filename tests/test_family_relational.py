@@ -14,7 +14,7 @@ from gate.data.standins.relational import ANSWER_TYPES, fmnist_relational
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import SMOKE, call_cli, compose_run, resolved
+from helpers import SMOKE, TINY_ENCODER, call_cli, compose_run, resolved
 
 TINY = ["dataset=fmnist_relational", "image_size=32", "dataset.builder.train_size=24", "dataset.builder.val_size=12",
         "dataset.builder.test_size=12", "data.batch_size=12", "data.eval_batch_size=12"]
@@ -175,7 +175,7 @@ def test_stand_in_is_seeded_balanced_and_declared_in_the_yaml(built):
 @pytest.mark.slow
 def test_gate_run_end_to_end(tmp_path, capsys):
     # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
-    args = ["dataset=fmnist_relational", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+    args = ["dataset=fmnist_relational", *SMOKE, *TINY_ENCODER, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
             "dataset.builder.train_size=32", "dataset.builder.val_size=16", "dataset.builder.test_size=16",
             "data.batch_size=8", "data.eval_batch_size=8"]
     done = call_cli(run_cli.main, args, capsys, prog="gate-run")

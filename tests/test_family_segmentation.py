@@ -18,7 +18,7 @@ from gate.data.spec import DatasetSpec
 from gate.data.standins.segmentation import IGNORE, fmnist_seg, fmnist_volume
 from gate.results import ResultsStore
 
-from helpers import SMOKE, call_cli
+from helpers import SMOKE, TINY_ENCODER, call_cli
 
 SEG = DatasetSpec(name="fmnist_seg", modality="image", task="segmentation", num_classes=11,
                   targets={"mask": "mask"}, ignore_index=IGNORE)
@@ -235,7 +235,7 @@ def test_gate_run_fmnist_seg(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_gate_run_fmnist_volume(tmp_path, capsys):
-    rows = _run(tmp_path, "fmnist_volume", ["dataset.builder.train_volumes=4", "dataset.builder.val_volumes=2",
+    rows = _run(tmp_path, "fmnist_volume", [*TINY_ENCODER, "dataset.builder.train_volumes=4", "dataset.builder.val_volumes=2",
                                             "dataset.builder.test_volumes=2", "dataset.builder.depth=4"], capsys)
     names = {r["metric"] for r in rows if r["split"] == "test"}
     for metric in ("dice", "miou", "mean_acc", "overall_acc"):

@@ -16,7 +16,7 @@ from gate.encoders.base import EncoderOutput, GATEEncoder
 from gate.engine.build import build_adapter, build_datamodule, build_encoder, build_spec
 from gate.results import ResultsStore
 
-from helpers import SMOKE, call_cli, compose_run, resolved
+from helpers import SMOKE, TINY_ENCODER, call_cli, compose_run, resolved
 
 TINY = ["image_size=32", "dataset.builder.train_size=16", "dataset.builder.val_size=8", "dataset.builder.test_size=8",
         "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=4", "adapter.width=16", "adapter.heads=2",
@@ -280,7 +280,7 @@ def test_bouncing_trajectory_stays_inside_and_keeps_its_speed():
 @pytest.mark.parametrize("dataset,metrics", [("fmnist_video", {"acc@1", "acc@5"}), ("fmnist_video_speed", {"mae", "mse", "r2"})])
 def test_gate_run_end_to_end(tmp_path, dataset, metrics, capsys):
     # gate-run's command line, in process (tests/helpers.py call_cli); the smoke preset, the default logging callbacks
-    args = [f"dataset={dataset}", *SMOKE, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
+    args = [f"dataset={dataset}", *SMOKE, *TINY_ENCODER, "callbacks=default", "ensembles=[1,2]", f"paths.root={tmp_path}",
             "dataset.builder.train_size=16", "dataset.builder.val_size=8", "dataset.builder.test_size=8",
             "adapter.clips_per_batch=4", "adapter.eval_clips_per_batch=8"]
     done = call_cli(run_cli.main, args, capsys, prog="gate-run")

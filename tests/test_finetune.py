@@ -50,7 +50,7 @@ def test_ensemble_of_one_equals_the_best_checkpoint(digits_run):
 
 def test_rerun_is_skipped_and_force_reruns_and_appends(tmp_path):
     # A smoke-sized run (4 steps): what is checked is the store's bookkeeping, not what the run learnt.
-    smoke = ["dataset=digits", *SMOKE]
+    smoke = ["dataset=digits", *SMOKE, *TINY_ENCODER]
     result = finetune.run_finetune(parse_run(compose_run(tmp_path, smoke)))
     store = ResultsStore(tmp_path / "results" / "records.jsonl")
     before = len(store.records())
@@ -218,7 +218,7 @@ def test_identity_evaluate_test_false_records_validation_only_and_never_tests(tm
 
     monkeypatch.setattr(ensemble, "test_best_and_ensembles", no_test)  # (the run imports it from there)
     steps = ["trainer.max_steps=4", "trainer.val_check_interval=2", "data.max_train_samples=64"]
-    cfg = compose_run(tmp_path, [*FAST, *steps, "evaluate_test=false"])
+    cfg = compose_run(tmp_path, [*FAST, *TINY_ENCODER, *steps, "evaluate_test=false"])
     result = finetune.run_finetune(parse_run(cfg))
     records = ResultsStore(tmp_path / "results" / "records.jsonl").records()
     assert {(r["split"], r["metric"]) for r in records} == {("val", "acc@1")}

@@ -153,11 +153,14 @@ warnings.simplefilter("ignore")
 measurements = Path(sys.argv[1])
 names, edges = json.loads(sys.argv[2]), set()
 
-def ours(name):
-    if name == "gate" or name.startswith(("gate.", "measurements.")):
-        return name
-    head = name.split(".")[0]
-    return f"measurements.{head}" if (measurements / f"{head}.py").exists() else None
+known = {}
+
+def ours(name):  # asked for every import torch and the rest run: a file check each time cost seconds
+    if name not in known:
+        head = name.split(".")[0]
+        known[name] = name if name == "gate" or name.startswith(("gate.", "measurements.")) else (
+            f"measurements.{head}" if (measurements / f"{head}.py").exists() else None)
+    return known[name]
 
 def note(importer, target):
     a, b = ours(importer or ""), ours(target or "")

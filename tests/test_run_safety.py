@@ -9,10 +9,10 @@ from gate.engine.training.finetune import run_finetune
 from gate.engine.validate import parse_run, resolved_config
 from gate.results import ExperimentLock, experiment_id
 
-from helpers import SMOKE, call_cli, compose_run
+from helpers import SMOKE, TINY_ENCODER, call_cli, compose_run
 
 # The smoke preset (32 px, batch 16, 200/60/60 examples, CSV logging, no logging callbacks), 6 steps, two ensembles.
-TINY = [*SMOKE, "dataset=digits", "trainer.max_steps=6", "trainer.val_check_interval=3", "ensembles=[1,2]"]
+TINY = [*SMOKE, "dataset=digits", *TINY_ENCODER, "trainer.max_steps=6", "trainer.val_check_interval=3", "ensembles=[1,2]"]
 
 
 @pytest.mark.slow
