@@ -57,6 +57,18 @@ def test_model_gflops_is_per_input_example_and_restores_modes():
     assert model.training and model.encoder[0].training and not model.encoder[1].training
 
 
+def test_a_runs_cost_counts_from_the_start_it_is_given():
+    """gate-run builds its data before it imports the training stack, then hands the facts the start it took before
+    the data: the run's CPU time counts its data as it did when the facts were made first."""
+    import time
+
+    from gate.engine.training.usage import cpu_seconds
+
+    earlier = (cpu_seconds() - 5.0, time.monotonic() - 5.0)
+    assert RunFacts(count_flops=False, since=earlier).facts(resumed=False)["cpu_seconds"] >= 5.0
+    assert RunFacts(count_flops=False).facts(resumed=False)["cpu_seconds"] < 5.0
+
+
 def test_facts_carry_model_metadata_and_cost_keys():
     run = RunFacts()
     run.on_fit_start(None, nn.Linear(10, 5))

@@ -159,8 +159,12 @@ def test_gate_data_prepare_in_a_real_process(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("GATE_DEBUG", "HYDRA_FULL_ERROR")}
+    env["PYTHONPROFILEIMPORTTIME"] = "1"  # Python lists every module it imports on stderr
     out = subprocess.run([sys.executable, "-m", "gate.cli.data", "prepare", "dataset=digits",
                           f"paths.root={tmp_path / 'out'}"], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "manifests:" in out.stdout and "Traceback" not in out.stderr
     assert list((tmp_path / "out" / "data" / "manifests").glob("digits-*.json"))
+    # preparing data needs no training stack: Lightning and torchmetrics (seconds) are never imported
+    imported = {line.rsplit("|", 1)[-1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    assert "gate.data.manifest" in imported and not imported & {"lightning", "torchmetrics"}

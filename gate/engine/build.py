@@ -9,24 +9,27 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 import hydra.errors
 from omegaconf import OmegaConf
 
-from ..adapters.base import Adapter
-from ..data.datamodule import GATEDataModule
 from ..data.loading import resolve_num_workers, resolve_pin_memory, uses_cuda
 from ..data.manifest import checked_recipe, manifest_dir_of
 from ..data.spec import DatasetSpec, spec_from_config
 from ..data.splits import cap_unit, make_splits
-from ..encoders.base import GATEEncoder
 from ..errors import GateError
 from ..families import family
 from ..parallel import requested_world_size
 from ..settings import ADAPTER_FACTS, ENCODER_FACTS, META_KEYS
-from .model import GATEModel
+
+if TYPE_CHECKING:  # the training stack (Lightning, torchmetrics: seconds), imported by the builders that need it:
+    # a dataset's spec and splits (gate-data, a run's data before it trains) are built without it
+    from ..adapters.base import Adapter
+    from ..data.datamodule import GATEDataModule
+    from ..encoders.base import GATEEncoder
+    from .model import GATEModel
 
 
 def plain_section(section: Mapping[str, Any], what: str) -> Mapping[str, Any]:
@@ -68,6 +71,7 @@ def build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None = None, s
 
 
 def _build_encoder(encoder_cfg: Mapping[str, Any], modality: str | None) -> GATEEncoder:
+    from ..encoders.base import GATEEncoder
     from ..encoders.stems import needs_stem, stem_encoder
 
     plain = dict(plain_section(encoder_cfg, "build_encoder"))
@@ -117,14 +121,25 @@ def dataset_splits(spec: DatasetSpec, dataset: Mapping[str, Any], seed: int,
                                                               spec.label_column))
 
 
-def build_datamodule(run: Any, encoder: GATEEncoder, adapter: Adapter, spec: DatasetSpec) -> GATEDataModule:
-    """The DataModule of a gate-run's checked config ``run`` (:data:`gate.settings.RunConfig`; a composed config
-    reads the same) for ``spec``, the run's one spec of its dataset (the adapter's), as seen by ``encoder`` through
-    ``adapter``. Every value from the config (conf/run.yaml states the defaults, once); validation has checked them."""
-    encoder.check_modality(spec.modality, spec.name)
+def run_splits(run: Any, spec: DatasetSpec):
+    """The train/val/test splits of a gate-run's checked config ``run`` (:data:`gate.settings.RunConfig`; a composed
+    config reads the same) for ``spec``, the run's one spec of its dataset: :func:`dataset_splits` with the run's
+    seed, its ``data.max_*_samples`` caps and its manifest folder."""
     data = run.data
     caps = {"train": data.max_train_samples, "val": data.max_val_samples, "test": data.max_test_samples}
-    splits = dataset_splits(spec, run.dataset, int(run.seed), caps, manifest_dir_of(run))
+    return dataset_splits(spec, run.dataset, int(run.seed), caps, manifest_dir_of(run))
+
+
+def build_datamodule(run: Any, encoder: GATEEncoder, adapter: Adapter, spec: DatasetSpec,
+                     splits: Mapping[str, Any] | None = None) -> GATEDataModule:
+    """The DataModule of a gate-run's checked config ``run`` for ``spec``, the run's one spec of its dataset (the
+    adapter's), as seen by ``encoder`` through ``adapter``, over ``splits`` (:func:`run_splits`, built here when not
+    given). Every value from the config (conf/run.yaml states the defaults, once); validation has checked them."""
+    from ..data.datamodule import GATEDataModule
+
+    encoder.check_modality(spec.modality, spec.name)
+    data = run.data
+    splits = run_splits(run, spec) if splits is None else splits
     cuda = uses_cuda(run.trainer)
     pin_memory, note = resolve_pin_memory(data.pin_memory, cuda=cuda)
     if note:
@@ -147,6 +162,8 @@ def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: Da
         offered.update(encoder.output_dims())
     # Partial first: the offered objects (a DatasetSpec) are handed to the constructor as they are, never
     # through Hydra's config conversion.
+    from ..adapters.base import Adapter
+
     factory = instantiate_component(adapter_cfg, _partial_=True)
     adapter = factory(**{k: v for k, v in offered.items() if k in params})
     if not isinstance(adapter, Adapter):
@@ -160,6 +177,8 @@ def build_model(recipe: Any, encoder: GATEEncoder, adapter: Adapter, compile: bo
     """The LightningModule of a run: ``encoder`` through ``adapter``, trained by ``recipe`` (the run's typed
     recipe: its optimizer and scheduler sections become the partials the module calls), the encoder compiled when
     ``compile`` asks (true, or a torch.compile mode torch can honour here: the parse checked it)."""
+    from .model import GATEModel
+
     model = GATEModel(encoder, adapter,
                       optimizer=hydra.utils.instantiate(recipe.optimizer.as_dict(), _convert_="all"),
                       scheduler=hydra.utils.instantiate(recipe.scheduler.as_dict(), _convert_="all")

@@ -13,11 +13,11 @@ from ...errors import ConfigError
 def check_devices(trainer: Mapping[str, Any]) -> None:
     """Refuse an accelerator this machine does not have, or more devices than it has (the ``trainer`` section;
     conf/trainer/default.yaml states both keys). An accelerator object (``_target_``) is Lightning's to check."""
+    name = trainer["accelerator"]
+    if not isinstance(name, str) or name in ("auto", "cpu"):  # every machine has a CPU: no Lightning to ask (seconds)
+        return
     from lightning.pytorch.accelerators import AcceleratorRegistry, CUDAAccelerator, MPSAccelerator
 
-    name = trainer["accelerator"]
-    if not isinstance(name, str) or name == "auto":
-        return
     known = sorted({*AcceleratorRegistry.available_accelerators(), "gpu", "auto"})
     if name not in known:
         raise ConfigError(f"trainer.accelerator={name!r} is unknown: choose one of {known}")

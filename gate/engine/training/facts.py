@@ -12,9 +12,6 @@ One place computes each fact (docs/results.md lists them):
 from __future__ import annotations
 
 import math
-import os
-import resource
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -25,19 +22,7 @@ import torch
 from torch import nn
 
 from ...encoders.base import INPUT_KEYS
-
-
-def peak_host_memory_mb() -> float:
-    """Peak resident memory of this process so far (MiB)."""
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB on Linux
-
-
-def cpu_seconds() -> float:
-    """CPU time (user + system) of this process and of its finished child processes (e.g. DataLoader workers
-    once their loader shut down) so far."""
-    t = os.times()
-    return t.user + t.system + t.children_user + t.children_system
+from .usage import cpu_seconds, peak_host_memory_mb
 
 
 def count_parameters(module: nn.Module) -> tuple[int, int]:
@@ -119,7 +104,7 @@ class RunFacts(L.Callback):
     timeline: the clock (default: chosen from the module's device when training starts); tests give a fake one.
     """
 
-    def __init__(self, count_flops: bool = True, timeline: Any = None) -> None:
+    def __init__(self, count_flops: bool = True, timeline: Any = None, since: tuple[float, float] | None = None) -> None:
         self.count_flops = bool(count_flops)
         self.start_step: int | None = None
         self.samples = 0
@@ -134,8 +119,9 @@ class RunFacts(L.Callback):
         self._pending: list[list[Any]] = []
         self._last_end: Any = None  # the end mark of the last folded step (None: no wait before the next one)
         self._flops_done = False
-        self._cpu0 = cpu_seconds()  # the run starts when its facts object is made (before the model is built)
-        self._wall0 = time.monotonic()
+        # the run starts at ``since`` (its CPU seconds and monotonic time, taken before its data was built), else
+        # when its facts object is made (before the model is built)
+        self._cpu0, self._wall0 = since if since is not None else (cpu_seconds(), time.monotonic())
         #: wall and CPU seconds of the attempts before a resume, up to the checkpoint resumed from (the checkpoint
         #: holds them): a resumed run's cost is all of them, not its last attempt's alone
         self.earlier_wall_seconds: float | None = None

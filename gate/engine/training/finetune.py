@@ -98,7 +98,14 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
               lead: bool) -> FinetuneResult:
     """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
     aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
-    # The training stack, imported here: a run already stored, or one whose data is missing, is answered without it
+    from ..build import run_splits
+    from .usage import cpu_seconds
+
+    run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
+    since, started = (cpu_seconds(), time.monotonic()), time.perf_counter()  # the run's cost counts its data
+    # The data first, then the training stack (Lightning, torchmetrics: seconds): a run already stored, one whose data
+    # is missing, and one whose data the run cannot use (a class count its train split contradicts) never import it
+    splits = run_splits(run, spec)
     import lightning as L
 
     from ..build import build_adapter, build_datamodule, build_encoder, build_model, instantiate_component
@@ -107,9 +114,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     from .loggers import finish as finish_logger
     from .trainer import build_trainer, checkpoint_callback, logging_callbacks
 
-    run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
-    started = time.perf_counter()
-    facts, logging = logging_callbacks(config.get("callbacks"))  # facts count CPU time from here
+    facts, logging = logging_callbacks(config.get("callbacks"), since)  # facts count CPU time from ``since``
     ckpt_dir = checkpoints_folder(run_dir)
     if force and lead and ckpt_dir.exists():
         shutil.rmtree(ckpt_dir)  # force: train from scratch (we hold the lock: no twin is using them)
@@ -121,7 +126,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     facts.monitor = f"val/{adapter.monitor}"  # its curve is a fact of the run (val_curve)
     if spec.tier_metric != adapter.monitor:   # and the tier metric's, where it differs (tier_val_curve)
         facts.tier_monitor = f"val/{spec.tier_metric}"
-    datamodule = build_datamodule(run, encoder, adapter, spec)
+    datamodule = build_datamodule(run, encoder, adapter, spec, splits)
     model = build_model(run.recipe, encoder, adapter, compile=run.compile)
 
     logger = instantiate_component(run.logger, name=exp) if run.logger else None

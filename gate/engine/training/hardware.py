@@ -16,7 +16,8 @@ from typing import Any
 
 import torch
 
-from .facts import RunFacts, cpu_seconds, peak_host_memory_mb
+from .facts import RunFacts
+from .usage import cpu_seconds, peak_host_memory_mb
 
 
 class NvmlMeter:
@@ -111,8 +112,9 @@ class HardwareMonitor(RunFacts):
     ``hw/gpu_util_percent``, ``hw/gpu_memory_mb``, ``hw/gpu_power_w``, ``hw/energy_kwh``.
     """
 
-    def __init__(self, every_n_steps: int = 50, count_flops: bool = True, timeline: Any = None) -> None:
-        super().__init__(count_flops=count_flops, timeline=timeline)
+    def __init__(self, every_n_steps: int = 50, count_flops: bool = True, timeline: Any = None,
+                 since: tuple[float, float] | None = None) -> None:
+        super().__init__(count_flops=count_flops, timeline=timeline, since=since)
         if int(every_n_steps) < 1:
             raise ValueError(f"callbacks.hardware.every_n_steps must be >= 1, got {every_n_steps}")
         self.every_n_steps = int(every_n_steps)

@@ -87,11 +87,12 @@ def checkpoint_callback(dirpath: str | os.PathLike, monitor: str, mode: str, top
                                  filename="step={step}", auto_insert_metric_name=False)
 
 
-def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callback]]:
+def logging_callbacks(cfg: Mapping[str, Any] | None,
+                      since: tuple[float, float] | None = None) -> tuple[Any, list[L.Callback]]:
     """The run's facts callback and its logging callbacks from the ``callbacks`` config group
     (conf/callbacks/default.yaml; docs/logging.md). The facts callback is always there (every record carries
     its facts); with ``hardware.enabled`` it is the :class:`~gate.engine.training.hardware.HardwareMonitor`, which also
-    logs ``hw/*`` metrics and meters GPU energy."""
+    logs ``hw/*`` metrics and meters GPU energy. ``since``: the run's start (:class:`RunFacts`)."""
     from .facts import RunFacts
     from .gradnorms import GradNormLogger
     from .hardware import HardwareMonitor
@@ -105,8 +106,8 @@ def logging_callbacks(cfg: Mapping[str, Any] | None) -> tuple[Any, list[L.Callba
         return options if options.pop("enabled", False) else None
 
     hardware = section("hardware")
-    facts = (HardwareMonitor(count_flops=count_flops, **hardware) if hardware is not None
-        else RunFacts(count_flops=count_flops))
+    facts = (HardwareMonitor(count_flops=count_flops, since=since, **hardware) if hardware is not None
+        else RunFacts(count_flops=count_flops, since=since))
     extra: list[L.Callback] = []
     if (grad := section("grad_norms")) is not None:
         extra.append(GradNormLogger(**grad))
