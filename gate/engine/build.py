@@ -155,6 +155,8 @@ def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: Da
     """The adapter of ``adapter_cfg`` for this encoder and dataset. Its constructor receives, by parameter name,
     what it asks for: ``feature_dim``, ``token_dim``, ``level_dims`` (the encoder's widths), ``spec`` (the
     dataset's task spec)."""
+    from ..adapters.base import Adapter
+
     target = plain_section(adapter_cfg, "build_adapter").get("_target_")
     params = inspect.signature(hydra.utils.get_class(target)).parameters if isinstance(target, str) else {}
     offered: dict[str, Any] = {"feature_dim": encoder.feature_dim, "spec": spec}
@@ -162,8 +164,6 @@ def build_adapter(adapter_cfg: Mapping[str, Any], encoder: GATEEncoder, spec: Da
         offered.update(encoder.output_dims())
     # Partial first: the offered objects (a DatasetSpec) are handed to the constructor as they are, never
     # through Hydra's config conversion.
-    from ..adapters.base import Adapter
-
     factory = instantiate_component(adapter_cfg, _partial_=True)
     adapter = factory(**{k: v for k, v in offered.items() if k in params})
     if not isinstance(adapter, Adapter):

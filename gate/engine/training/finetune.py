@@ -98,7 +98,7 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
               lead: bool) -> FinetuneResult:
     """The run itself. ``lead``: this process is global rank 0, the only one that changes files (checkpoints set
     aside or removed, records, pruning); other ranks of a data-parallel run follow read-only."""
-    from ..build import run_splits
+    from ..build import build_adapter, build_datamodule, build_encoder, build_model, instantiate_component, run_splits
     from .usage import cpu_seconds
 
     run, config, spec = checked.run, checked.config, checked.spec  # checked and typed once (gate.settings.RunConfig)
@@ -108,7 +108,6 @@ def _finetune(checked: Checked, exp: str, store: ResultsStore, run_dir: Path, fo
     splits = run_splits(run, spec)
     import lightning as L
 
-    from ..build import build_adapter, build_datamodule, build_encoder, build_model, instantiate_component
     from .checkpoints import prune, resume_point
     from .ensemble import ranked_checkpoints, test_best_and_ensembles
     from .loggers import finish as finish_logger
