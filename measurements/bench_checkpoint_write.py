@@ -17,7 +17,7 @@ import torch
 import torchvision
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from gate.engine.training.checkpoints import SafeCheckpointIO
+from gate.engine.training.trainer import SafeCheckpointIO
 
 
 def checkpoint_of(name: str) -> dict:

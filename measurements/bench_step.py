@@ -158,7 +158,7 @@ def loader_rate(image_size: int, batch: int, batches: int, device: torch.device,
     row per fetch, PIL resize and float32 normalisation per example) vs the uint8 path (batched fetch, uint8)."""
     from torch.utils.data import DataLoader
 
-    from gate.data.datamodule import TransformedSplit
+    from gate.data.transformed import TransformedSplit
     from gate.encoders.base import device_transform, image_transform
     from gate.engine.build import build_splits
     from gate.engine.validate import resolved_config

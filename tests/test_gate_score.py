@@ -31,6 +31,29 @@ def checked(root, overrides):
     return parse_score(score_cfg(root, overrides)).config
 
 
+def test_gate_score_in_a_fresh_interpreter_never_imports_the_training_stack(tmp_path):
+    """gate-score scores without Lightning or torchmetrics (seconds of imports: torchmetrics loads transformers,
+    torchvision's models and scipy.signal): its feature pass reads checkpoints' completeness and the split's items,
+    neither of which needs the trainer. Before, a scoring process imported both (the checkpoint module held
+    Lightning's checkpoint plugin; the items lived in the Lightning data module's file)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from gate.cli.score import main\n"
+            f"sys.argv = ['gate-score', 'encoder=timm', 'encoder.model_name=test_resnet', 'metrics=[logme]', "
+            f"'max_samples=60', 'paths.root={tmp_path}', *{QUICK[:1] + QUICK[2:]!r}]\n"
+            "main()\n"
+            "print(sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
+    env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
+    (record,) = ResultsStore(tmp_path / "results" / "records.jsonl").records()
+    assert (record["metric"], record["encoder"], record["facts"]["num_samples"]) == ("logme", "timm_test_resnet", 60)
+
+
 @pytest.mark.slow
 def test_gate_score_two_encoders_on_digits_writes_records_and_reuses_its_cache(tmp_path, capsys):
     # gate-score's main() with this command line in process (Hydra's own multirun), as tests/test_finetune.py runs

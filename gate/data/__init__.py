@@ -6,7 +6,7 @@ matplotlib's pyplot (tests/test_analysis_side_effects.py)."""
 
 from importlib import import_module
 
-_LAZY = {"GATEDataModule": ".datamodule", "TransformedSplit": ".datamodule", "DatasetSpec": ".spec",
+_LAZY = {"GATEDataModule": ".datamodule", "TransformedSplit": ".transformed", "DatasetSpec": ".spec",
          "check_split": ".spec", "make_splits": ".splits"}
 
 __all__ = list(_LAZY)

@@ -122,7 +122,7 @@ def continue_into(checkpoint: Path, run_dir: Path) -> bool:
 def _share(checkpoint: Path, tmp: str) -> None:
     """``checkpoint`` under the name ``tmp``: a hard link where the filesystem allows one (a large model's state is not
     copied; safe because a checkpoint is only ever replaced by a rename, never rewritten in place:
-    :class:`gate.engine.training.checkpoints.SafeCheckpointIO`), else a copy."""
+    :class:`gate.engine.training.trainer.SafeCheckpointIO`), else a copy."""
     import shutil
 
     os.unlink(tmp)

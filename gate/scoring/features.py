@@ -172,7 +172,7 @@ def cached_features(config: Mapping[str, Any], split: str = "train", max_samples
 
     from torch.utils.data import DataLoader
 
-    from ..data.datamodule import TransformedSplit
+    from ..data.transformed import TransformedSplit
     from ..encoders.base import device_transform
 
     if split not in SPLITS:

@@ -13,11 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-
-from ... import signals
 from ...errors import GateError
-from ...files import atomic_torch_save, regular_file, set_aside
+from ...files import regular_file, set_aside
 from ...paths import LAST_CHECKPOINT
 
 KEEP = ("best", "all", "none")
@@ -82,8 +79,8 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
     """A checkpoint's contents, read as data only (``torch.load(weights_only=True)``): tensors, numbers, strings,
     containers. A file that would need anything else to load (a pickle that calls code: one planted as
     ``runs/<id>/checkpoints/step=2.ckpt``) is refused in one line naming it, and nothing in it runs. Every
-    checkpoint gate reads goes through here: ensemble members and, through :class:`SafeCheckpointIO`, Lightning's
-    resume."""
+    checkpoint gate reads goes through here: ensemble members and, through
+    :class:`gate.engine.training.trainer.SafeCheckpointIO`, Lightning's resume."""
     import torch
 
     path = regular_file(path, "checkpoint")
@@ -94,22 +91,3 @@ def load_checkpoint(path: str | Path, map_location: Any = "cpu") -> dict[str, An
         raise GateError(f"checkpoint {path} holds more than weights and training state, so it is not loaded (it "
                         f"would run code: {why}); gate-run never writes such a file: delete it, or rerun with "
                         f"force=true to train from scratch") from None
-
-
-class SafeCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint reads and writes, through gate's: a read is :func:`load_checkpoint` (data only,
-    whatever ``weights_only`` Lightning asks for), a write is whole or absent (a stop signal waits for its end;
-    :func:`gate.signals.critical`) and a full disk is one line naming the file."""
-
-    def load_checkpoint(self, path, map_location=None, weights_only=None) -> dict[str, Any]:
-        return load_checkpoint(path, map_location if map_location is not None else "cpu")
-
-    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options=None) -> None:
-        """``torch.save`` into a file beside ``path``, renamed into place (:func:`gate.files.atomic_torch_save`): a kill
-        leaves the old file or the new one. Lightning's own write serialises the whole checkpoint into memory first,
-        then copies it out: a second copy in memory, and twice the time (resnet18 with AdamW, 140 MB: 0.215 s, here
-        0.115 s; measurements/bench_checkpoint_write.py)."""
-        if storage_options is not None:
-            raise TypeError(f"storage_options={storage_options!r} is not supported: checkpoints are local files")
-        with signals.critical():
-            atomic_torch_save(path, checkpoint, "a checkpoint")
