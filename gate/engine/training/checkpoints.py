@@ -1,6 +1,7 @@
 """Checkpoints on disk: which one to resume from (never a truncated one), what to keep afterwards, and the one way
-a checkpoint is read (:func:`load_checkpoint`: never a pickle that runs code) or written (a full disk names the
-file)."""
+a checkpoint is read (:func:`load_checkpoint`: never a pickle that runs code). Lightning writes them through
+:class:`gate.engine.training.trainer.SafeCheckpointIO` (whole or absent; a full disk names the file). Lightning-free:
+gate-score's feature cache asks :func:`is_complete_checkpoint` without importing the training stack."""
 
 from __future__ import annotations
 
