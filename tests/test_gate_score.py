@@ -1,6 +1,9 @@
 """gate-score: features once (cached), every applicable score, one record per score."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,7 @@ from gate.scoring.features import extract_features, feature_cache_key, feature_c
 from gate.scoring.stage import _all_done, run_score
 from gate.transferability import SCORES
 
-from helpers import call_cli, compose_run, resolved
+from helpers import TINY_ENCODER, call_cli, compose_run, resolved
 
 FEATURE_SCORES = {k for k, m in SCORES.items() if m.needs == "features"}
 QUICK = ["dataset=digits", "max_samples=150", "image_size=32", "progress_bar=false"]
@@ -36,14 +39,11 @@ def test_gate_score_in_a_fresh_interpreter_never_imports_the_training_stack(tmp_
     torchvision's models and scipy.signal): its feature pass reads checkpoints' completeness and the split's items,
     neither of which needs the trainer. Before, a scoring process imported both (the checkpoint module held
     Lightning's checkpoint plugin; the items lived in the Lightning data module's file)."""
-    import os
-    import subprocess
-    import sys
-
+    args = [*TINY_ENCODER, "dataset=digits", "max_samples=60", "image_size=32", "progress_bar=false",
+            "metrics=[logme]", f"paths.root={tmp_path}"]
     code = ("import sys\n"
             "from gate.cli.score import main\n"
-            f"sys.argv = ['gate-score', 'encoder=timm', 'encoder.model_name=test_resnet', 'metrics=[logme]', "
-            f"'max_samples=60', 'paths.root={tmp_path}', *{QUICK[:1] + QUICK[2:]!r}]\n"
+            f"sys.argv = ['gate-score', *{args!r}]\n"
             "main()\n"
             "print(sorted(m for m in ('lightning', 'torchmetrics') if m in sys.modules))\n")
     env = {k: v for k, v in os.environ.items() if k != "GATE_DEBUG"}
