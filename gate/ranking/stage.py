@@ -209,6 +209,7 @@ def contexts(plan: Any, searchpath: list[str], echo: Callable[..., None] = print
 
     store = plan.store()
     sp = searchpath_override(searchpath)
+    kept: dict = {}  # the packaged config files, read once for all of the ranking's compositions (not once each)
 
     def compose(kind: str):
         def go(overrides: list[str]):
@@ -216,7 +217,7 @@ def contexts(plan: Any, searchpath: list[str], echo: Callable[..., None] = print
 
             from hydra import compose as hydra_compose
 
-            with hydra_compose_context(), warnings.catch_warnings():
+            with hydra_compose_context(kept=kept), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return hydra_compose(kind, overrides=[*sp, *overrides] if kind == "score" else list(overrides))
         return go
