@@ -72,6 +72,7 @@ def composing():
 # dir of a test's own (its files may change between two calls).
 COMPOSED: dict = {}
 _ANY_ROOT = "/gate-test-root"
+_CONF = Path(__file__).resolve().parents[1] / "conf"  # gate.conf, the packaged configs
 
 
 def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run") -> DictConfig:
@@ -83,11 +84,41 @@ def compose_run(root: Path, overrides: list[str] = (), config_name: str = "run")
     if any(o.lstrip("+~").startswith(("paths", "hydra.searchpath")) for o in overrides):
         with composing():
             return compose(config_name, overrides=[f"paths.root={root}", *overrides])
+    # The trailing plain values (``trainer.max_steps=4``) are set on the composition of what comes before them, as
+    # Hydra sets a command line's values after merging every config group (gate.tiers.expand.apply_values); where
+    # that fails (a key the config lacks), the whole is composed, so the error is Hydra's own.
+    split = len(overrides)
+    while split and _plain_value(overrides[split - 1]):
+        split -= 1
+    if split < len(overrides):
+        base = (config_name, tuple(overrides[:split]))
+        if base not in COMPOSED:
+            with composing():
+                COMPOSED[base] = compose(config_name, overrides=[f"paths.root={_ANY_ROOT}", *base[1]])
+        try:
+            return apply_values(copy.deepcopy(COMPOSED[base]), [f"paths.root={root}", *overrides[split:]])
+        except Exception:  # noqa: BLE001 - composed whole below
+            pass
     key = (config_name, tuple(overrides))
     if key not in COMPOSED:
         with composing():
             COMPOSED[key] = compose(config_name, overrides=[f"paths.root={_ANY_ROOT}", *overrides])
     return apply_values(copy.deepcopy(COMPOSED[key]), [f"paths.root={root}"])
+
+
+def _plain_value(override: str) -> bool:
+    """Whether ``override`` is a plain ``key=value`` on a config node (no config group, no +/~, no sweep)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        (parsed,) = OverridesParser.create().parse_overrides([override])
+    except Exception:  # noqa: BLE001 - Hydra reports it when composing
+        return False
+    key = parsed.key_or_group
+    if (parsed.package is not None or parsed.is_delete() or parsed.is_add() or parsed.is_force_add()
+            or parsed.is_sweep_override() or "/" in key or key.startswith("hydra")):
+        return False
+    return "." in key or not (_CONF / key).is_dir()  # a top-level key that names a config group selects a file
 
 
 def resolved(section):
