@@ -1,11 +1,12 @@
 """Independent jobs computed by processes forked from this one, where that is safe; results in the jobs' order.
 
-A report's figures (:func:`gate.analysis.figures.draw_all`) and a tier's benchmarks (:func:`gate.tiers.expand.expand_tier`)
-are independent pieces of Python work: on a machine with cores to spare, forked children do them side by side. A fork
-copies the calling thread alone (a lock another thread held stays held in the child), so it is used only where the
-platform forks and the process runs no other thread; otherwise, or on one core, the jobs run here, one after the other.
-Each child takes the next job not yet taken, in the jobs' order (so give the dearest first), until none is left, and
-exits: no pool waits for more work, so a child of a killed process ends with the jobs there are.
+A report's figures (:func:`gate.analysis.figures.draw_all`), a tier's benchmarks (:func:`gate.tiers.expand.expand_tier`)
+and the datasets of ``gate-data list`` (:func:`gate.engine.prepare.listing`) are independent pieces of Python work: on a
+machine with cores to spare, forked children do them side by side. A fork copies the calling thread alone (a lock
+another thread held stays held in the child), so it is used only where the platform forks and the process runs no
+other thread; otherwise, or on one core, the jobs run here, one after the other. Each child takes the next job not yet
+taken, in the jobs' order (so give the dearest first), until none is left, and exits: no pool waits for more work, so a
+child of a killed process ends with the jobs there are.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _in_children(fn: Callable[[Any], Any], items: Sequence[Any], workers: int, l
                         raise RuntimeError(f"{lost} (exit code {child.exitcode})") from None
                     continue
                 if error is not None:
-                    raise error
+                    raise raised(error)
                 results[index] = result
                 if on_result is not None:
                     on_result(index, result)
@@ -121,7 +122,27 @@ def _take_jobs(fn: Callable[[Any], Any], items: Sequence[Any], taken: Any, send:
 
 
 def sendable(error: BaseException) -> BaseException:
-    """``error`` if it pickles (it goes back to the parent through a pipe), else a RuntimeError with its line."""
+    """``error`` as it can go back to the parent through a pipe: itself if it pickles, else a RuntimeError with its
+    line. Its causes (``raise ... from``), which a pickle drops, go with it; :func:`raised` links them again in the
+    parent (a command's one-line error reads the cause: Hydra's composition error wraps the unknown key)."""
+    out, causes, cause = _pickling(error), [], error.__cause__
+    while cause is not None and len(causes) < 8:
+        causes.append(_pickling(cause))
+        cause = cause.__cause__
+    if causes:
+        out.__dict__["_gate_causes"] = causes
+    return out
+
+
+def raised(error: BaseException) -> BaseException:
+    """``error`` as :func:`sendable` sent it, with its causes linked again: ``raise raised(error)``."""
+    here = error
+    for cause in error.__dict__.pop("_gate_causes", ()):
+        here.__cause__ = here = cause
+    return error
+
+
+def _pickling(error: BaseException) -> BaseException:
     import pickle
 
     try:

@@ -52,3 +52,77 @@ def _alive(pid: int) -> bool:
             return stat.read().split(") ")[1][0] != "Z"  # a zombie has ended (its parent, init, reaps it)
     except FileNotFoundError:
         return False
+
+
+CAUSES = textwrap.dedent("""
+    import json
+    from gate.forked import children_for, map_forked
+
+    class Unpicklable(Exception):
+        def __reduce__(self):
+            raise TypeError("not picklable")
+
+    def fails(i):
+        try:
+            try:
+                raise Unpicklable("innermost")
+            except Unpicklable as err:
+                raise KeyError("inner") from err
+        except KeyError as err:
+            raise ValueError(f"outer {i}") from err
+
+    try:
+        map_forked(fails, [0, 1, 2])
+    except ValueError as err:
+        chain = []
+        while err is not None:
+            chain.append([type(err).__name__, str(err)])
+            err = err.__cause__
+        print(json.dumps({"children": children_for(3), "chain": chain}))
+""")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing is forked")
+def test_an_error_raised_in_a_child_comes_back_with_its_causes():
+    """A command's one-line error reads an error's cause (Hydra's composition error wraps the unknown key); a pickle
+    drops causes, so they travel beside the error and are linked again in the parent (an unpicklable one as its
+    line)."""
+    out = subprocess.run([sys.executable, "-c", CAUSES], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    assert got["children"] == 2
+    (kind, text), *causes = got["chain"]
+    assert kind == "ValueError" and text.startswith("outer ")
+    assert causes == [["KeyError", "'inner'"], ["RuntimeError", "Unpicklable: innermost"]]
+
+
+LISTING = textwrap.dedent("""
+    import json, sys
+    from gate.cli.common import describe
+    from gate.engine.prepare import dataset_keys, listing
+    from gate.forked import children_for
+
+    keys = dataset_keys()
+    lines = listing(keys, [f"paths.root={sys.argv[1]}"])
+    try:
+        listing(keys, [f"paths.root={sys.argv[1]}", "dataset.bogus=1"])
+        error = None
+    except Exception as err:
+        error = describe(err)
+    print(json.dumps({"children": children_for(len(keys)), "keys": keys, "lines": lines, "error": error}))
+""")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one core: nothing is forked")
+def test_gate_data_list_in_forked_children_gives_every_dataset_in_order_and_the_same_one_line_errors(tmp_path):
+    """gate-data list composes the datasets side by side in forked children (a real process: an xdist worker runs
+    threads, so it lists them here, one after the other): one row per dataset in the list's order, and a key the
+    config lacks is the same one line it is without children, not an internal error."""
+    out = subprocess.run([sys.executable, "-c", LISTING, str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout)
+    assert got["children"] == 2
+    header, *rows, footer = got["lines"]
+    assert header.split()[:2] == ["key", "group"] and [row.split()[0] for row in rows] == got["keys"]
+    assert footer.startswith(f"[gate] {len(got['keys'])} datasets; local copies under {tmp_path}/data/<key>")
+    assert got["error"].startswith("unknown config key 'dataset.bogus'; dataset has: builder, class_names"), got["error"]

@@ -31,7 +31,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from gate.analysis.ranks import spearman
-from gate.forked import children_for, map_forked, sendable
+from gate.forked import children_for, map_forked, raised, sendable
 
 DPI = 110
 
@@ -84,7 +84,7 @@ def draw_all(jobs: Sequence[FigureJob]) -> list[tuple[Path, str, str]]:
             for text, category in seen:
                 warnings.warn(text, category, stacklevel=2)
             if error is not None:
-                raise error
+                raise raised(error)
             drawn.append(path)
     return [(path, job.section, job.caption) for path, job in zip(drawn, jobs) if path]
 

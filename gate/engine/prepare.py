@@ -11,6 +11,7 @@ Every function takes a composed config as gate-data's parse left it, checked and
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -260,20 +261,17 @@ def run_data(cmd: DataCommand, echo: Echo = print) -> DataOutcome:
 def listing(keys: Sequence[str], overrides: Sequence[str]) -> list[str]:
     """``gate-data list``: a row per dataset (each composed with ``overrides``: key, group, adapter, access, size,
     schema evidence, status here, source) and a closing line. It makes no network calls."""
-    from hydra import compose
-
     from gate.engine.compose import hydra_compose_context
-    from gate.engine.validate import validate_command_config
-    from gate.settings import DATA_COMMAND
+    from gate.forked import map_forked, raised
 
-    rows, data = [], None
-    with hydra_compose_context():
-        for key in keys:
-            config = validate_command_config(compose("data", overrides=[*overrides, f"dataset={key}"]), DATA_COMMAND,
-                                             "gate-data config")
-            status, facts = status_of(config)
-            rows.append({**facts, "status": status})
-            data = config["paths"]["data"]  # from a composed dataset: overrides of dataset.* keys need one
+    with hydra_compose_context():  # the datasets side by side in forked children where there are cores (gate.forked)
+        listed = map_forked(functools.partial(_listed, overrides), list(keys),
+                            lost="a gate-data list process ended without its datasets")
+    for _, _, error in listed:  # the first dataset's error in the list's order, however the children finished
+        if error is not None:
+            raise raised(error)
+    rows = [row for row, _, _ in listed]
+    data = listed[-1][1] if listed else None  # from a composed dataset: overrides of dataset.* keys need one
     cols = ("key", "group", "adapter", "access", "size", "schema", "status", "source")
     width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
     lines = ["  ".join(c.ljust(width[c]) for c in cols)]
@@ -283,3 +281,21 @@ def listing(keys: Sequence[str], overrides: Sequence[str]) -> list[str]:
                if any(r["status"] == DOWNLOADABLE for r in rows) else "")
     lines.append(f"[gate] {len(rows)} datasets; local copies under {data}/<key> (or dataset.data_dir=...){network}")
     return lines
+
+
+def _listed(overrides: Sequence[str], key: str) -> tuple[dict[str, Any] | None, str | None, Exception | None]:
+    """One dataset's row of ``gate-data list`` and its data folder (inside the caller's compose context), or the
+    error composing or checking it gave."""
+    from hydra import compose
+
+    from gate.engine.validate import validate_command_config
+    from gate.forked import sendable
+    from gate.settings import DATA_COMMAND
+
+    try:
+        config = validate_command_config(compose("data", overrides=[*overrides, f"dataset={key}"]), DATA_COMMAND,
+                                         "gate-data config")
+        status, facts = status_of(config)
+    except Exception as err:  # noqa: BLE001 - raised by the caller, in the list's order
+        return None, None, sendable(err)
+    return {**facts, "status": status}, config["paths"]["data"], None
