@@ -264,9 +264,13 @@ def listing(keys: Sequence[str], overrides: Sequence[str]) -> list[str]:
     from gate.engine.compose import hydra_compose_context
     from gate.forked import map_forked, raised
 
-    with hydra_compose_context():  # the datasets side by side in forked children where there are cores (gate.forked)
-        listed = map_forked(functools.partial(_listed, overrides), list(keys),
-                            lost="a gate-data list process ended without its datasets")
+    with hydra_compose_context():
+        # The first dataset here: an override every dataset refuses is said at once, not after composing them all;
+        # the rest side by side in forked children where there are cores (gate.forked)
+        listed = [_listed(overrides, key) for key in keys[:1]]
+        if not listed or listed[0][2] is None:
+            listed += map_forked(functools.partial(_listed, overrides), list(keys[1:]),
+                                 lost="a gate-data list process ended without its datasets")
     for _, _, error in listed:  # the first dataset's error in the list's order, however the children finished
         if error is not None:
             raise raised(error)
